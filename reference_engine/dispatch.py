@@ -16,6 +16,7 @@ Layers, top to bottom:
 """
 from __future__ import annotations
 
+import textwrap
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -25,17 +26,20 @@ import numpy as np
 from formulas.dsl import LIBRARY, DeclaredFormula, Registry, declared as declared_formula, source_stamp
 from reference_engine import forward_mode
 from reference_engine.dtypes import DType
-from reference_engine.formula_node import formula_recorder, own_code
+from reference_engine.codegen import generated_function, own_code
+from reference_engine.formula_node import formula_recorder
 from reference_engine.grad_mode import grad_mode
 from reference_engine.kernels import DEFAULT_KEYWORD_KERNELS, KERNELS
 from reference_engine.overload import Overload
 from reference_engine.rebind import EngineOperators
-from reference_engine.tensor import Tensor
+from reference_engine.tensor import NEW_TENSOR_GLOBALS, Tensor, new_tensor
 from reference_engine.views import make_view
 from transpiler.schema import FunctionSchema, parse_schema
 
 
 _NO_CONVERSION = (list, type(None), DType)
+#: The names the generated runners and entry points read (a new Tensor's among them).
+_ENTRY_GLOBALS = {"ndarray": np.ndarray, "asarray": np.asarray, **NEW_TENSOR_GLOBALS}
 
 
 def call_key(args: tuple) -> Any:
@@ -45,6 +49,104 @@ def call_key(args: tuple) -> Any:
     is hashed and compared element by element (about 0.4k instructions per call; the entry
     points build the key inline)."""
     return type(args[0]) if len(args) == 1 else tuple(map(type, args))
+
+
+# ----------------------------------------------------------------------------- generated code
+# The kernel runners of one or two Tensors and the entry points that inline them are the hottest
+# code of the engine. Each is made from one template per call shape (:mod:`reference_engine.codegen`);
+# a runner's kernel call and the Tensor made of its result (:attr:`Tensor.FIELDS`) are one text,
+# which the entry points inline (just an optimization: a Python frame less per kernel call).
+
+#: The kernel call of a direct runner of ``arity`` Tensors (``{kernel}``: for operands of one
+#: dtype, ``{mixed_kernel}``: for two of different dtypes, where it applies torch's promotion).
+_KERNEL_CALL = {
+    1: "out = {kernel}(a._value)\n",
+    2: ("if a._data.dtype is b._data.dtype:\n"
+        "    out = {kernel}(a._value, b._value)\n"
+        "else:\n"
+        "    out = {mixed_kernel}(a._value, b._value)\n"),
+}
+_ARGUMENTS = {1: "a", 2: "a, b"}
+
+
+def _direct_call(arity: int, kernel: str, mixed_kernel: str, indent: str) -> str:
+    """The lines of a direct runner's body: its kernel call and ``return`` of the new Tensor."""
+    lines = (_KERNEL_CALL[arity].format(kernel=kernel, mixed_kernel=mixed_kernel)
+             + "array = out if type(out) is ndarray else asarray(out)\n"
+             + new_tensor("t", "array", "") + "return t\n")
+    return textwrap.indent(lines, indent)
+
+
+def _direct_runner(arity: int, kernel: Callable[..., Any],
+                   mixed_kernel: Callable[..., Any] | None) -> Callable[..., Any]:
+    """The runner of ``arity`` Tensors that calls ``kernel`` (``mixed_kernel`` for two dtypes) and
+    wraps the result; the entry points inline it (:attr:`CacheEntry.kernel`)."""
+    runner = generated_function(
+        f"def run_{'_'.join(['tensor'] * arity)}({_ARGUMENTS[arity]}):\n"
+        + _direct_call(arity, "kernel", "mixed_kernel", "    "),
+        {"kernel": kernel, "mixed_kernel": mixed_kernel, **_ENTRY_GLOBALS})
+    runner.direct_kernel, runner.mixed_kernel = kernel, mixed_kernel
+    return runner
+
+
+#: A cached call of ``{arguments}`` (key ``{key}``, :func:`call_key`): the runner of the grad
+#: mode, or with grad mode off a direct runner inlined; falls through when there is none.
+_CACHED_CALL = """\
+entry = cache.get({key})
+if entry is not None:
+    if mode.enabled:
+        run = entry.recording
+    elif entry.kernel is not None:      # the direct runner, inlined
+{direct_call}\
+    else:
+        run = entry.unrecorded
+    if run is not None:
+        return run({arguments})
+"""
+
+
+def _cached_call(arity: int, key: str, indent: str) -> str:
+    return textwrap.indent(_CACHED_CALL.format(
+        key=key, arguments=_ARGUMENTS[arity],
+        direct_call=_direct_call(arity, "entry.kernel", "entry.mixed_kernel", "        ")), indent)
+
+
+#: ``op(a)``: for operators whose every overload takes one tensor and nothing else. Python itself
+#: refuses other arguments (``sin() takes 1 positional argument but 2 were given``): for speed,
+#: as ``*more, **kwargs`` would cost a dict on every call (1.25 calls per chain operator).
+_UNARY_ENTRY_POINT = "def op(a):\n" + _cached_call(1, "type(a)", "    ") + "    return call((a,), {})\n"
+
+#: ``binary(a, b)``: the Python operators (``__mul__``).
+_BINARY_ENTRY_POINT = ("def binary(a, b):\n" + _cached_call(2, "(type(a), type(b))", "    ") + """\
+    if type(b) is ndarray:      # ``t + array``: the array is a tensor, as in torch
+        b = Tensor(b)
+    elif isinstance(b, generic):        # ``t * np.float64(2)``: a Python number (weak dtype)
+        b = b.item()
+    return call((a, b), {})
+""")
+
+#: ``op(*args, **kwargs)``: :meth:`OperatorPacket.call` with a cached positional call inlined.
+_ENTRY_POINT = """\
+def op(*args, **kwargs):
+    if kwargs:      # keywords given their defaults (``alpha=1``) make a positional call
+        for name, value in kwargs.items():
+            if defaults.get(name, defaults) is not value:
+                return call(args, kwargs)
+    n = len(args)
+    if n == 2:      # the common case (``at.mul(self, other)``)
+        a, b = args
+""" + _cached_call(2, "(type(a), type(b))", "        ") + """\
+    elif n == 1:
+        (a,) = args
+""" + _cached_call(1, "type(a)", "        ") + """\
+    else:
+        entry = cache.get(tuple(map(type, args)))
+        if entry is not None:
+            run = entry.recording if mode.enabled else entry.unrecorded
+            if run is not None:
+                return run(*args)
+    return call(args, {})
+"""
 
 
 def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
@@ -73,26 +175,12 @@ def _kernel_runner(overload: Overload, arg_types: tuple[type, ...],
     wrap, asarray, ndarray = Tensor._wrap, np.asarray, np.ndarray
     unwrap = tuple(t is Tensor for t in arg_types)
     simple = not overload.is_view        # views also share the version counter: run_any
-    # The runners below are the hottest code of the engine (kept to a kernel call and a wrap).
     if unwrap == (True,) and simple and not tail:
-        def run_unary(a):
-            out = kernel(a._value)
-            return wrap(out if type(out) is ndarray else asarray(out))
-        run_unary.direct_kernel = kernel     # OperatorPacket's entry point inlines this runner
-        return own_code(run_unary)
-    # Operands of one dtype: NumPy's result type is torch's, and a promoting kernel's bare ufunc
-    # (``same_dtype``) runs; mixed dtypes go through the kernel, which applies torch's rules.
-    same_dtype = getattr(kernel, "same_dtype", kernel)
+        return _direct_runner(1, kernel, None)
     if unwrap == (True, True) and simple and not tail:
-        def run_binary(a, b):
-            if a._data.dtype is b._data.dtype:
-                out = same_dtype(a._value, b._value)
-            else:
-                out = kernel(a._value, b._value)
-            return wrap(out if type(out) is ndarray else asarray(out))
-        run_binary.direct_kernel = same_dtype
-        run_binary.mixed_kernel = kernel
-        return own_code(run_binary)
+        # Operands of one dtype: NumPy's result type is torch's, and a promoting kernel's bare
+        # ufunc (``same_dtype``) runs; mixed dtypes go through the kernel, which applies torch's rules.
+        return _direct_runner(2, getattr(kernel, "same_dtype", kernel), kernel)
     if unwrap[:2] == (True, True) and not any(unwrap[2:]) and simple:
         def run_binary_and_values(a, b, *values):       # values: non-tensor arguments (``alpha``)
             out = kernel(a._value, b._value, *values, *tail)
@@ -243,106 +331,25 @@ class OperatorPacket:
         return self.call(args, kwargs)
 
     def _entry_point(self) -> Callable[..., Any]:
-        """``op(*args, **kwargs)``: :meth:`call` with a cached positional call inlined. It is
-        ``at.<name>`` for the engine's formulas and the Tensor methods/operators of this name."""
-        cache, call, mode = self.cache, self.call, grad_mode
-        wrap, ndarray, asarray = Tensor._wrap, np.ndarray, np.asarray
-        defaults = self._keyword_defaults()
-
-        def op(*args: Any, **kwargs: Any) -> Any:
-            if kwargs:      # keywords given their defaults (``alpha=1``) make a positional call
-                for name, value in kwargs.items():
-                    if defaults.get(name, defaults) is not value:
-                        return call(args, kwargs)
-            n = len(args)
-            if n == 2:       # the common case (``at.mul(self, other)``): as binary() below
-                a, b = args
-                entry = cache.get((type(a), type(b)))
-                if entry is not None:
-                    if mode.enabled:
-                        run = entry.recording
-                    elif entry.kernel is not None:      # run_binary, inlined
-                        kernel = entry.kernel if a._data.dtype is b._data.dtype else entry.mixed_kernel
-                        out = kernel(a._value, b._value)
-                        return wrap(out if type(out) is ndarray else asarray(out))
-                    else:
-                        run = entry.unrecorded
-                    if run is not None:
-                        return run(a, b)
-                return call(args, {})
-            entry = cache.get(type(args[0]) if n == 1 else tuple(map(type, args)))     # call_key(args)
-            if entry is not None:
-                if mode.enabled:
-                    run = entry.recording
-                elif entry.kernel is not None:      # run_unary, inlined (n == 1: only it and run_binary are direct)
-                    kernel = entry.kernel
-                    out = kernel(args[0]._value)
-                    return wrap(out if type(out) is ndarray else asarray(out))
-                else:
-                    run = entry.unrecorded
-                if run is not None:
-                    return run(*args)
-            return call(args, {})
-
-        op.__name__ = op.__qualname__ = self.name
-        return own_code(op)
+        """``op(*args, **kwargs)`` (``_ENTRY_POINT``): ``at.<name>`` for the engine's formulas and
+        the Tensor methods/operators of this name."""
+        return self._generated(_ENTRY_POINT, defaults=self._keyword_defaults())
 
     def _unary_entry_point(self) -> Callable[..., Any]:
-        """``op(a)``: :meth:`_entry_point` for operators whose every overload takes one tensor and
-        nothing else. Python itself refuses other arguments (``sin() takes 1 positional argument
-        but 2 were given``): for speed, as ``*more, **kwargs`` would cost a dict on every call
-        (about a tenth of a microsecond; 1.25 calls per operator of the chain benchmark)."""
-        cache, call, mode = self.cache, self.call, grad_mode
-        wrap, ndarray, asarray = Tensor._wrap, np.ndarray, np.asarray
-
-        def op(a: Any) -> Any:
-            entry = cache.get(type(a))      # call_key((a,))
-            if entry is not None:
-                if mode.enabled:
-                    run = entry.recording
-                    if run is not None:
-                        return run(a)
-                elif entry.kernel is not None:      # run_unary, inlined
-                    kernel = entry.kernel
-                    out = kernel(a._value)
-                    return wrap(out if type(out) is ndarray else asarray(out))
-                else:
-                    run = entry.unrecorded
-                    if run is not None:
-                        return run(a)
-            return call((a,), {})
-
-        op.__name__ = op.__qualname__ = self.name
-        return own_code(op)
+        """``op(a)`` (``_UNARY_ENTRY_POINT``): :meth:`_entry_point` for operators whose every
+        overload takes one tensor and nothing else."""
+        return self._generated(_UNARY_ENTRY_POINT)
 
     def _binary_entry_point(self) -> Callable[..., Any]:
-        """``binary(a, b)``: :meth:`_entry_point` for a call with exactly two arguments."""
-        cache, call, mode = self.cache, self.call, grad_mode
-        wrap, ndarray, asarray = Tensor._wrap, np.ndarray, np.asarray
+        """``binary(a, b)`` (``_BINARY_ENTRY_POINT``): :meth:`_entry_point` for a call with exactly
+        two arguments, an array or NumPy scalar as ``b`` taken as torch takes it."""
+        return self._generated(_BINARY_ENTRY_POINT)
 
-        def binary(a: Any, b: Any) -> Any:
-            entry = cache.get((type(a), type(b)))
-            if entry is not None:
-                if mode.enabled:
-                    run = entry.recording
-                    if run is not None:
-                        return run(a, b)
-                elif entry.kernel is not None:      # run_binary, inlined
-                    kernel = entry.kernel if a._data.dtype is b._data.dtype else entry.mixed_kernel
-                    out = kernel(a._value, b._value)
-                    return wrap(out if type(out) is ndarray else asarray(out))
-                else:
-                    run = entry.unrecorded
-                    if run is not None:
-                        return run(a, b)
-            if type(b) is np.ndarray:       # ``t + array``: the array is a tensor, as in torch
-                b = Tensor(b)
-            elif isinstance(b, np.generic):     # ``t * np.float64(2)``: a Python number (weak dtype)
-                b = b.item()
-            return call((a, b), {})
-
-        binary.__name__ = binary.__qualname__ = self.name
-        return own_code(binary)
+    def _generated(self, source: str, **names: Any) -> Callable[..., Any]:
+        fn = generated_function(source, {"cache": self.cache, "call": self.call, "mode": grad_mode,
+                                         "generic": np.generic, **_ENTRY_GLOBALS, **names})
+        fn.__name__ = fn.__qualname__ = self.name
+        return fn
 
     def _keyword_defaults(self) -> dict[str, Any]:
         """Keyword-only arguments (of some overload) that every overload has, keyword-only or

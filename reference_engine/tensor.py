@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from reference_engine.codegen import generated_function
 from reference_engine.dtypes import DType, TensorOptions, from_numpy
 from reference_engine.printing import tensor_repr
-
-_new_object = object.__new__
 
 #: One sequence for the whole engine: every recorded node takes the next number as its
 #: ``seq`` and every in-place write takes the next number as its *write tick*. A node's
@@ -53,29 +52,19 @@ class Tensor:
     # Tensor defines __eq__ (an operator), so keep identity hashing explicitly.
     __hash__ = object.__hash__
 
-    def __init__(self, data: Any, *, requires_grad: bool = False) -> None:
-        array = data if type(data) is np.ndarray else np.asarray(data)
-        from_numpy(array.dtype)  # reject unsupported dtypes early, with a clear message
-        self._data = array
-        self._value = array
-        self._grad_fn = None
-        self._output_nr = 0
-        self._version = None
-        self.grad = None
-        self._requires_grad = False
-        if requires_grad:
-            self.requires_grad_(True)
-
-    @staticmethod
-    def _wrap(array: np.ndarray) -> Tensor:
-        """A new tensor over ``array`` (a kernel result), without any checks."""
-        t = _new_object(Tensor)
-        t._data = t._value = array
-        t._requires_grad = False
-        t._grad_fn = t.grad = None
-        t._output_nr = 0
-        t._version = None
-        return t
+    #: Every field of a new tensor (the view ones aside) and the value it starts with, ``{array}``
+    #: standing for its NumPy array: the one statement of the layout. ``__init__(data, *,
+    #: requires_grad=False)``, :meth:`_wrap` and the dispatcher's entry points and kernel runners
+    #: (which inline ``_wrap``) are generated from it (:func:`new_tensor`, end of this module).
+    FIELDS = {
+        "_data": "{array}",
+        "_value": "{array}",
+        "_requires_grad": "False",
+        "_grad_fn": "None",
+        "_output_nr": "0",
+        "_version": "None",
+        "grad": "None",
+    }
 
     @staticmethod
     def _wrapped_number(value: bool | int | float) -> Tensor:
@@ -279,6 +268,37 @@ class Tensor:
         elif self._requires_grad:
             suffixes.append("requires_grad=True")
         return tensor_repr(array, suffixes, default_dtype)
+
+
+def new_tensor(target: str, array: str, indent: str = "    ") -> str:
+    """Source lines that make ``target`` a new :class:`Tensor` over the array named ``array``
+    (:attr:`Tensor.FIELDS`), for generated code whose globals hold :data:`NEW_TENSOR_GLOBALS`."""
+    return f"{indent}{target} = new_object(Tensor)\n" + _field_assignments(target, array, indent)
+
+
+def _field_assignments(target: str, array: str, indent: str) -> str:
+    return "".join(f"{indent}{target}.{field} = {value.format(array=array)}\n"
+                   for field, value in Tensor.FIELDS.items())
+
+
+#: The names :func:`new_tensor`'s lines read (``object.__new__``: no ``__init__`` checks).
+NEW_TENSOR_GLOBALS = {"Tensor": Tensor, "new_object": object.__new__}
+
+Tensor.__init__ = generated_function(
+    "def __init__(self, data: Any, *, requires_grad: bool = False) -> None:\n"
+    "    array = data if type(data) is ndarray else asarray(data)\n"
+    "    from_numpy(array.dtype)  # reject unsupported dtypes early, with a clear message\n"
+    + _field_assignments("self", "array", "    ")
+    + "    if requires_grad:\n"
+      "        self.requires_grad_(True)\n",
+    {"ndarray": np.ndarray, "asarray": np.asarray, "from_numpy": from_numpy, "Any": Any})
+Tensor._wrap = staticmethod(generated_function(
+    'def _wrap(array):\n'
+    '    """A new tensor over ``array`` (a kernel result), without any checks."""\n'
+    + new_tensor("t", "array") + "    return t\n", NEW_TENSOR_GLOBALS))
+for _method in (Tensor.__init__, Tensor._wrap):
+    _method.__qualname__ = f"Tensor.{_method.__name__}"
+    _method.__module__ = __name__
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

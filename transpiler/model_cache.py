@@ -54,7 +54,7 @@ DIRECTORY = "model-cache"
 KEPT_ENTRIES = 1024         # a model and its summary: the imported corpus is 24 files, the shipped library 34: room for several versions
 GENERATOR_SOURCES = Path(__file__).resolve().parent
 FORMAT = 4                  # the layout of an entry; bump when what is stored changes shape
-MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (a formula file's model: about 1 MB)
+MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (the largest formula file's model: about 0.6 MB)
 FEW_ENTRIES = 2             # this many new models are written by the run itself: a second process costs more
                             # (fork, copied pages) than pickling them (one formula file: about 30 ms)
 HELPER_SHARE = 0.46         # of the new files' bytes, read by the second process (:meth:`ModelCache.prepare`): it

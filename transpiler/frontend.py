@@ -51,6 +51,7 @@ from transpiler.model import (
     HelperParam,
     JvpRule,
     Library,
+    Positions,
     Span,
 )
 from transpiler.sources import (
@@ -70,29 +71,6 @@ BACKWARD = "backward"
 JVP = "jvp"
 ORIGINAL_SELF = ("original_self_t", "original_self_p")   # derivatives.yaml's names in in-place jvps
 NEEDS_INPUT_GRAD = "needs_input_grad"
-
-
-class _Positions(Mapping[cst.CSTNode, Span]):
-    """Start positions of the nodes of one parsed file (0-based columns kept, reported + 1)."""
-
-    def __init__(self, starts: Mapping[cst.CSTNode, tuple[int, int]]) -> None:
-        self._starts = starts
-
-    def __getitem__(self, node: cst.CSTNode) -> Span:
-        line, column = self._starts[node]
-        return Span(line, column + 1)
-
-    def __iter__(self) -> Iterator[cst.CSTNode]:
-        return iter(self._starts)
-
-    def __len__(self) -> int:
-        return len(self._starts)
-
-    def add_copies(self, origins: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
-        """Give each new node of ``origins`` (a family member's, :mod:`transpiler.family`) the
-        position of the node of the source it stands for."""
-        starts = self._starts       # this reader's own: updated in place (a copy per formula was quadratic)
-        starts.update({new: starts[old] for new, old in origins.items() if old in starts})
 
 
 _NEWLINE = re.compile(r"\r\n?|\n")
@@ -217,7 +195,7 @@ def _read_source(path: str, source: str) -> FormulaModule:
 def read_tree(path: str, tree: cst.Module, operators: OperatorTable | None = None) -> FormulaModule:
     """The model of an already parsed file; its nodes are ``tree``'s own (for codemods).
     ``operators``: what ``jvp="derived"`` formulas are derived against (None: left pending)."""
-    positions = _Positions(start_positions(tree))
+    positions = Positions(start_positions(tree))
     return _ModuleReader(path, tree, positions, operators).read()
 
 
@@ -311,7 +289,7 @@ def _syntax_diagnostic(path: str, source: str, error: cst.ParserSyntaxError | cs
 class _ModuleReader:
     """Reads the top-level statements of one parsed file into a FormulaModule."""
 
-    def __init__(self, path: str, tree: cst.Module, positions: _Positions,
+    def __init__(self, path: str, tree: cst.Module, positions: Positions,
                  operators: OperatorTable | None = None) -> None:
         self.path = path
         self.tree = tree

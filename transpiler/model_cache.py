@@ -53,13 +53,15 @@ if TYPE_CHECKING:
 DIRECTORY = "model-cache"
 KEPT_ENTRIES = 1024         # a model and its summary: the imported corpus is 24 files, the shipped library 34: room for several versions
 GENERATOR_SOURCES = Path(__file__).resolve().parent
-FORMAT = 3                  # the layout of an entry; bump when what is stored changes shape
-MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (a formula file's model: about 1 MB)
+FORMAT = 4                  # the layout of an entry; bump when what is stored changes shape
+MAX_ENTRY_BYTES = 256 * 2**20   # a larger entry is not read (the largest formula file's model: about 0.6 MB)
 FEW_ENTRIES = 2             # this many new models are written by the run itself: a second process costs more
                             # (fork, copied pages) than pickling them (one formula file: about 30 ms)
-HELPER_SHARE = 0.44         # of the new files' bytes, read by the second process (:meth:`ModelCache.prepare`): it
+HELPER_SHARE = 0.46         # of the new files' bytes, read by the second process (:meth:`ModelCache.prepare`): it
                             # also pickles their summaries before this process may go on (per byte, about 0.3
-                            # of reading it: CPU time of each process, imported corpus and shipped library)
+                            # of reading it with FORMAT 3, CPU time of each process, imported corpus and shipped
+                            # library: 0.44; FORMAT 4's summaries cost 0.6 of those, 0.125 instead of 0.21 of
+                            # reading the shipped library's files, measured alike): 1 / (2 + 0.18)
 
 _active: ModelCache | None = None
 
@@ -287,18 +289,28 @@ class ModelCache:
         self._write(pending, summaries)
 
     def _write(self, pending: dict[Path, FormulaModule], summaries: dict[Path, FormulaModule]) -> None:
+        """Pickle and write the models and summaries, the cyclic collector paused: pickling makes no
+        garbage but memoises a tuple per node, which sets it off again and again (with it running,
+        pickling the shipped library's and the imported corpus's models took 1.2 to 1.5 times as long,
+        measured)."""
         import pickle
 
         from transpiler.model_summary import summarize
         from transpiler.syntax_pickle import dumps
 
-        for entry, module in [*pending.items(), *summaries.items()]:
-            try:
-                stored = summarize(module) if entry in summaries else module
-                write_file(entry, dumps(stored))
-            except (pickle.PicklingError, TypeError, AttributeError, KeyError, RecursionError, MemoryError,
-                    OutputError):
-                continue                # not kept: parsed again next time
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for entry, module in [*pending.items(), *summaries.items()]:
+                try:
+                    stored = summarize(module) if entry in summaries else module
+                    write_file(entry, dumps(stored))
+                except (pickle.PicklingError, TypeError, AttributeError, KeyError, RecursionError, MemoryError,
+                        OutputError):
+                    continue            # not kept: parsed again next time
+        finally:
+            if collecting:
+                gc.enable()
 
     def finish(self) -> None:
         """Store what is still pending, wait for the background writers, prune; give the models

@@ -21,9 +21,10 @@ full model holds (its positions included): a summary can make a run slower,
 never different. The positions of the nodes a summary holds (the schema
 strings, the helpers' parameter defaults) travel with it. A helper is deferred
 the same way, but its body (its ``def`` and the calls in it) is pickled on its
-own inside the summary, with the positions of its nodes, and loaded alone on
-first read: following a call into ``sum_to`` loads ``sum_to``, not the
-2,000-line module that defines it.
+own inside the summary, with the positions of its nodes
+(:func:`transpiler.syntax_pickle.dumps_located`: the nodes the pickler met, no walk of
+the tree), and loaded alone on first read: following a call into ``sum_to`` loads
+``sum_to``, not the 2,000-line module that defines it.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import libcst as cst
 
 from transpiler.dataflow import is_node_type
 from transpiler.diagnostics import Diagnostic
-from transpiler.model import Closure, Formula, FormulaModule, Helper, HelperParam, Span
+from transpiler.model import Closure, Formula, FormulaModule, Helper, HelperParam, Positions, Span
 from transpiler.schema import FunctionSchema
 
 # The fields a summary keeps: plain data and the schema string (where the duplicate-operator and
@@ -86,7 +87,7 @@ class HelperSummary:
 
     values: tuple[object, ...]   # the :data:`HELPER_FIELDS`, in order
     first_line: int              # the def's first line, decorators included (per-formula mode's key)
-    body: bytes                  # pickled (node, calls, the start of every node under the def, in walk order)
+    body: bytes                  # (node, calls) and the starts of their nodes (:func:`~transpiler.syntax_pickle.dumps_located`)
 
     @property
     def params(self) -> tuple[HelperParam, ...]:
@@ -104,9 +105,9 @@ class ModuleSummary:
     nondifferentiable: tuple[FunctionSchema, ...]
     diagnostics: tuple[Diagnostic, ...]
     function_returns: Mapping[str, str | None]
-    # Where each node it holds starts (schema strings, helpers' defaults: :meth:`held` order; None: no
-    # position), as (line, column) pairs: cheaper to load than a mapping of nodes, built on the first lookup.
-    starts: tuple[tuple[int, int] | None, ...]
+    # Where each node it holds starts (schema strings, helpers' defaults: :meth:`held`), as
+    # :attr:`transpiler.model.Positions.starts` (the nodes pickled with the summary: memo references).
+    starts: Mapping[cst.CSTNode, tuple[int, int]]
 
     def held(self) -> Iterator[cst.CSTNode]:
         """The syntax nodes the summary holds outside the helpers' bodies: each formula's schema
@@ -131,25 +132,30 @@ class ModuleSummary:
 
 def summarize(module: FormulaModule) -> ModuleSummary:
     """The summary of a full model (not of a deferred one: its nodes would be loaded)."""
-    from transpiler.syntax_pickle import dumps
+    from transpiler.syntax_pickle import dumps_located
+
+    positions = _positions(module.positions)
 
     def closure(found: Closure | None) -> ClosureSummary | None:
         return None if found is None else ClosureSummary(tuple(getattr(found, f) for f in CLOSURE_FIELDS))
 
-    def start(node: cst.CSTNode) -> tuple[int, int] | None:
-        span = module.positions.get(node)
-        return None if span is None else (span.line, span.col)
-
     def helper(found: Helper) -> HelperSummary:
-        body = (found.node, found.calls, tuple(start(node) for node in _subtree(found.node)))
         return HelperSummary(tuple(getattr(found, f) for f in HELPER_FIELDS), first_line(module, found.node),
-                             dumps(body))
+                             dumps_located((found.node, found.calls), positions))
 
     formulas = tuple(FormulaSummary(tuple(getattr(f, name) for name in FORMULA_FIELDS), closure(f.backward),
                                     closure(f.jvp), entry_lines(module, f)) for f in module.formulas)
     summary = ModuleSummary(module.path, module.source_digest, formulas, tuple(map(helper, module.helpers)),
-                            module.nondifferentiable, module.diagnostics, dict(module.function_returns), ())
-    return dataclasses.replace(summary, starts=tuple(map(start, summary.held())))
+                            module.nondifferentiable, module.diagnostics, dict(module.function_returns), {})
+    starts = positions.starts
+    return dataclasses.replace(summary, starts={node: starts[node] for node in summary.held() if node in starts})
+
+
+def _positions(positions: Mapping[cst.CSTNode, Span]) -> Positions:
+    """``positions`` as :class:`~transpiler.model.Positions` (what a parsed model holds already)."""
+    if isinstance(positions, Positions):
+        return positions
+    return Positions({node: (span.line, span.col - 1) for node, span in positions.items()})
 
 
 def entry_lines(module: FormulaModule, formula: Formula) -> EntryLines:
@@ -275,10 +281,10 @@ class DeferredHelper(_Deferred, Helper):
 
 def _deferred_helper(summary: HelperSummary, positions: DeferredPositions) -> Helper:
     def body() -> Helper:
-        import pickle
+        from transpiler.syntax_pickle import loads_located
 
-        node, calls, starts = pickle.loads(summary.body)
-        positions.add(node, starts)
+        (node, calls), starts = loads_located(summary.body)
+        positions.add(starts.starts)
         return Helper(**dict(zip(HELPER_FIELDS, summary.values)), node=node, calls=calls)
 
     helper = object.__new__(DeferredHelper)
@@ -307,36 +313,21 @@ class DeferredPositions(Mapping[cst.CSTNode, Span]):
     body from that body's own part (once loaded), the rest from the full model."""
 
     def __init__(self, summary: ModuleSummary, load: Callable[[], FormulaModule]) -> None:
-        self._summary = summary
         self._load = load
-        self._bodies: dict[cst.CSTNode, Span] = {}    # the nodes of the helper bodies loaded so far
-        self._pending: list[tuple[cst.CSTNode, tuple[tuple[int, int] | None, ...]]] = []   # loaded, not read yet
+        self._known = Positions(dict(summary.starts))   # the summary's nodes, and those of the bodies loaded
 
-    def add(self, body: cst.CSTNode, starts: tuple[tuple[int, int] | None, ...]) -> None:
-        """The positions of a helper's body, loaded from its part of the summary (mapped when a
-        position is first asked for: most bodies are loaded to be analysed, not reported on)."""
-        self._pending.append((body, starts))
-
-    def _bodies_now(self) -> dict[cst.CSTNode, Span]:
-        while self._pending:
-            body, starts = self._pending.pop()
-            self._bodies.update((node, Span(*start)) for node, start in zip(_subtree(body), starts, strict=True)
-                                if start is not None)
-        return self._bodies
-
-    @functools.cached_property
-    def _held(self) -> dict[cst.CSTNode, Span]:
-        return {node: Span(*start) for node, start in zip(self._summary.held(), self._summary.starts, strict=True)
-                if start is not None}
+    def add(self, starts: Mapping[cst.CSTNode, tuple[int, int]]) -> None:
+        """The positions of a helper's body, loaded from its part of the summary."""
+        self._known.starts.update(starts)
 
     def __getitem__(self, node: cst.CSTNode) -> Span:
-        found = self._held.get(node) or self._bodies_now().get(node)
-        return found if found is not None else self._load().positions[node]
+        if node in self._known.starts:
+            return self._known[node]
+        return self._load().positions[node]
 
     def __iter__(self) -> Iterator[cst.CSTNode]:
-        yield from self._held
-        yield from self._bodies_now()
+        yield from self._known
         yield from self._load().positions
 
     def __len__(self) -> int:
-        return len(self._held) + len(self._bodies_now()) + len(self._load().positions)
+        return len(self._known) + len(self._load().positions)

@@ -2,6 +2,7 @@
 cold run writes, and a model is reused only for the input, transpiler and libcst it came from."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 
@@ -12,6 +13,7 @@ from tests.cpp.test_keep_going import GOOD, REFUSED
 from transpiler import frontend, model_cache, syntax_pickle
 from transpiler.library_discovery import SHIPPED_FORMULAS, shipped_context_files
 from transpiler.cpp import generate
+from transpiler.model import Positions
 
 EXP = '''\
 from formulas import at, derivative
@@ -132,6 +134,40 @@ def test_a_syntax_tree_pickled_by_its_field_values_loads_back_the_same_tree():
     tree_again, shared_again = pickle.loads(syntax_pickle.dumps((tree, shared)))
     assert tree_again.deep_equals(tree) and tree_again.code == tree.code
     assert shared_again is tree_again.body[0]      # a node held twice is one node once loaded
+
+
+def same_model(loaded: object, fresh: object, nodes: dict[cst.CSTNode, cst.CSTNode]) -> bool:
+    """Whether ``loaded`` is ``fresh`` field by field, the fields that do not compare included
+    (a module's positions, a formula's dataflow): a syntax node is the same tree, and each loaded node
+    stands for one fresh node wherever it is held (``nodes``: loaded -> fresh, filled here); positions
+    are the same, in the same order."""
+    if isinstance(fresh, cst.CSTNode):
+        if type(loaded) is not type(fresh) or nodes.get(loaded, fresh) is not fresh:
+            return False
+        if loaded in nodes:
+            return True             # compared where first met
+        nodes[loaded] = fresh
+    if isinstance(fresh, Positions):
+        return type(loaded) is Positions and same_model(list(loaded.starts.items()), list(fresh.starts.items()), nodes)
+    if dataclasses.is_dataclass(fresh) and not isinstance(fresh, type):
+        return type(loaded) is type(fresh) and all(
+            same_model(getattr(loaded, f.name), getattr(fresh, f.name), nodes) for f in dataclasses.fields(fresh))
+    if isinstance(fresh, (tuple, list)):
+        return type(loaded) is type(fresh) and len(loaded) == len(fresh) and all(
+            same_model(a, b, nodes) for a, b in zip(loaded, fresh))
+    if isinstance(fresh, dict):
+        return type(loaded) is dict and same_model(list(loaded.items()), list(fresh.items()), nodes)
+    return type(loaded) is type(fresh) and loaded == fresh
+
+
+def test_a_stored_model_loads_back_equal_to_a_fresh_one_field_by_field():
+    path = str(SHIPPED_FORMULAS / "convolution.py")     # helpers, a formula family, written jvps
+    fresh = frontend._parse_module(path, (SHIPPED_FORMULAS / "convolution.py").read_text(encoding="utf-8"))
+    loaded, nodes = pickle.loads(syntax_pickle.dumps(fresh)), {}
+    assert same_model(loaded, fresh, nodes)
+    assert len(nodes) == len(fresh.positions) > 5000     # every node of the file
+    assert not same_model(loaded, dataclasses.replace(fresh, positions=Positions(dict(reversed(
+        fresh.positions.starts.items())))), {})      # the comparison sees the positions
 
 
 def test_entries_written_in_the_background_are_pruned_to_the_most_recently_used(tmp_path, monkeypatch):

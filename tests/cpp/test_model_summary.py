@@ -8,6 +8,7 @@ import pickle
 import libcst as cst
 import pytest
 
+from tests.cpp.test_model_cache import same_model
 from transpiler import frontend
 from transpiler.model import Formula
 from transpiler.model_summary import entry_lines, helper_first_line, summarize, with_changes
@@ -62,6 +63,9 @@ def test_what_a_kept_result_needs_is_read_without_the_syntax(full, deferred):
     assert [module.span(c.node) for h in module.helpers for c in h.calls] == \
         [full.span(c.node) for h in full.helpers for c in h.calls]
     assert [helper_text(h) for h in module.helpers] == [helper_text(h) for h in full.helpers]
+    bodies: dict[cst.CSTNode, cst.CSTNode] = {}     # every node of the helpers' bodies, and its position
+    assert all(same_model((h.node, h.calls), (f.node, f.calls), bodies) for h, f in zip(module.helpers, full.helpers))
+    assert [module.span(node) for node in bodies] == [full.span(node) for node in bodies.values()]
     assert [x.references for x in (*module.formulas, *module.helpers)] == \
         [x.references for x in (*full.formulas, *full.helpers)]
     changed = with_changes(module.formulas[0], jvp=None, jvp_left_out="DB200 why")

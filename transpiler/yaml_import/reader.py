@@ -302,7 +302,7 @@ class _FormulaReader:
         mask = mask_positions(line_inputs, tensor_inputs) if tensor_inputs else None
         formula = self.original(statement, comment_text, tree, arguments, mask, written)
         if formula is None:
-            if mask is not None:
+            if tensor_inputs and (mask is not None or len(line_inputs) == 1):
                 tree = self.line_mask(statement, tree, line_inputs, tensor_inputs)
             formula = cpp.render(cpp.print_tokens(tree), self.layout(statement, comment_text))
         return FormulaLine(", ".join(line_inputs), formula)
@@ -311,13 +311,15 @@ class _FormulaReader:
                   tensor_inputs: tuple[str, ...]) -> Node:
         """``tree`` with the formula's flags ``grad_input_mask[k]`` (``needs_input_grad``: one per tensor
         input) as the line's own (torchgen's ``grad_input_mask`` of a line has one flag per input
-        its key names, in the key's order); a flag of another input, or the whole mask, has no
-        spelling there (DB300)."""
+        its key names, in the key's order; a one-input line has none: its flag is ``true`` there);
+        a flag of another input, or the whole mask, has no spelling there (DB300)."""
         def flag(node: Node) -> Node | None:
             match node:
                 case Index(Name(name), Literal("number", index)) if name == GRAD_INPUT_MASK and index.isdigit():
                     position = int(index)
                     if position < len(tensor_inputs) and tensor_inputs[position] in line_inputs:
+                        if len(line_inputs) == 1:       # torchgen runs a one-input line only when
+                            return Literal("bool", "true")  # its input needs a gradient, no mask
                         return Index(Name(GRAD_INPUT_MASK), Literal("number", str(line_inputs.index(
                             tensor_inputs[position]))))
                     raise self.error(statement, f"`{NEEDS_INPUT_GRAD}[{index}]` is not the flag of an input this "

@@ -262,17 +262,98 @@ def copysign_tensor_self_backward(grad: Tensor, self: Tensor, result: Tensor) ->
 
 
 @helper
+def grad_within_bounds(grad: Tensor, above_min: Tensor | None, below_max: Tensor | None) -> Tensor:
+    """``grad`` where both tests hold (``above_min``: ``self >= min``, ``below_max``: ``self <= max``,
+    boolean tensors that broadcast with it; None for a bound not given, which does not bind), 0
+    elsewhere: the gradient of a clamp for what it clamps, whatever the bounds' kind."""
+    zero = at.new_zeros(grad, [])      # a 0-d zero that where broadcasts (no full zeros tensor written)
+    if above_min is not None:
+        if below_max is not None:
+            return at.where(at.logical_and(above_min, below_max), grad, zero)
+        return at.where(above_min, grad, zero)
+    if below_max is not None:
+        return at.where(below_max, grad, zero)
+    return grad
+
+
+@helper
 def clamp_backward(grad: Tensor, self: Tensor, min: Scalar | None, max: Scalar | None) -> Tensor:
     """Gradient of ``clamp(self, min, max)``: ``grad`` where ``min <= self <= max`` (bounds
-    included, as in torch; a missing bound does not bind), 0 elsewhere."""
-    zero = at.new_zeros(grad, [])      # a 0-d zero that where broadcasts (no full zeros tensor written)
+    included, as in torch; a missing bound does not bind; 0 at a NaN ``self``), 0 elsewhere."""
+    above_min = None
     if min is not None:
-        if max is not None:
-            return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
-        return at.where(at.ge(self, min), grad, zero)
+        above_min = at.ge(self, min)
+    below_max = None
     if max is not None:
-        return at.where(at.le(self, max), grad, zero)
-    return grad
+        below_max = at.le(self, max)
+    return grad_within_bounds(grad, above_min, below_max)
+
+
+@helper
+def clamp_backward__tensor(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None) -> Tensor:
+    """Gradient of ``clamp(self, min, max)`` for ``self``, ``min`` and ``max`` tensors (broadcast):
+    ``grad`` where ``min <= self <= max`` (bounds included; a missing bound does not bind), 0
+    elsewhere, also where ``min > max`` (the result is then ``max``)."""
+    above_min = None
+    if min is not None:
+        above_min = at.ge(self, min)
+    below_max = None
+    if max is not None:
+        below_max = at.le(self, max)
+    return grad_within_bounds(grad, above_min, below_max)
+
+
+@helper
+def clamp_backward_min_max(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None,
+                           grad_input_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``clamp(self, min, max) = minimum(maximum(self, min), max)`` for the bounds:
+    ``min`` takes ``grad`` where it is the result (``self < min``, and ``min < max`` when both are
+    given), ``max`` where it is (``self > max``, or ``min > max``); None for a bound not given or
+    not asked for. Where ``min == max`` and ``self`` is outside, the result is both bounds at once;
+    the gradient goes to ``max`` where ``self > max`` and to neither where ``self < min`` (torch's
+    choice), never to both. Not yet summed to the
+    bounds' shapes. ``grad_input_mask`` has one flag per bound, ``[min, max]`` (the line's own
+    ``grad_input_mask`` in derivatives.yaml)."""
+    zero = at.new_zeros(grad, [])
+    grad_min = None
+    grad_max = None
+    if min is not None and grad_input_mask[0]:
+        below = at.lt(self, min)
+        if max is not None:
+            below = at.logical_and(below, at.lt(min, max))
+        grad_min = at.where(below, grad, zero)
+    if max is not None and grad_input_mask[1]:
+        above = at.gt(self, max)
+        if min is not None:
+            above = at.logical_or(above, at.gt(min, max))
+        grad_max = at.where(above, grad, zero)
+    return grad_min, grad_max
+
+
+@helper
+def clamp_jvp(self_p: Tensor, self_t: Tensor, min_p: Tensor | None, min_t: Tensor | None, max_p: Tensor | None,
+              max_t: Tensor | None) -> Tensor:
+    """Tangent of ``clamp(self, min, max)`` for tensor bounds: the tangent of whichever of ``self``,
+    ``min`` and ``max`` the result is, as torch's forward AD picks it; a bound without a tangent
+    contributes 0. With both bounds: ``max``'s where ``min > max``, else ``min``'s where ``self <
+    min``, ``max``'s where ``self > max``. With one bound, ``self``'s only where ``self`` is strictly
+    inside it, so the bound's at a tie and at a NaN ``self`` (the gradient passes to ``self`` at a
+    tie: torch's two conventions differ there)."""
+    zero = at.new_zeros(self_t, [])
+    from_min = zero
+    if min_t is not None:
+        from_min = min_t
+    from_max = zero
+    if max_t is not None:
+        from_max = max_t
+    if min_p is not None:
+        if max_p is not None:
+            inside = at.where(at.lt(self_p, min_p), from_min, at.where(at.gt(self_p, max_p), from_max, self_t))
+            return at.where(at.gt(min_p, max_p), from_max, inside)
+        return at.where(at.gt(self_p, min_p), self_t, from_min)
+    if max_p is not None:
+        return at.where(at.lt(self_p, max_p), self_t, from_max)
+    return self_t
 
 
 @helper

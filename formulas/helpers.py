@@ -262,31 +262,17 @@ def copysign_tensor_self_backward(grad: Tensor, self: Tensor, result: Tensor) ->
 
 
 @helper
-def grad_within_bounds(grad: Tensor, above_min: Tensor | None, below_max: Tensor | None) -> Tensor:
-    """``grad`` where both tests hold (``above_min``: ``self >= min``, ``below_max``: ``self <= max``,
-    boolean tensors that broadcast with it; None for a bound not given, which does not bind), 0
-    elsewhere: the gradient of a clamp for what it clamps, whatever the bounds' kind."""
-    zero = at.new_zeros(grad, [])      # a 0-d zero that where broadcasts (no full zeros tensor written)
-    if above_min is not None:
-        if below_max is not None:
-            return at.where(at.logical_and(above_min, below_max), grad, zero)
-        return at.where(above_min, grad, zero)
-    if below_max is not None:
-        return at.where(below_max, grad, zero)
-    return grad
-
-
-@helper
 def clamp_backward(grad: Tensor, self: Tensor, min: Scalar | None, max: Scalar | None) -> Tensor:
     """Gradient of ``clamp(self, min, max)``: ``grad`` where ``min <= self <= max`` (bounds
     included, as in torch; a missing bound does not bind; 0 at a NaN ``self``), 0 elsewhere."""
-    above_min = None
+    zero = at.new_zeros(grad, [])      # a 0-d zero that where broadcasts (no full zeros tensor written)
     if min is not None:
-        above_min = at.ge(self, min)
-    below_max = None
+        if max is not None:
+            return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
+        return at.where(at.ge(self, min), grad, zero)
     if max is not None:
-        below_max = at.le(self, max)
-    return grad_within_bounds(grad, above_min, below_max)
+        return at.where(at.le(self, max), grad, zero)
+    return grad
 
 
 @helper
@@ -294,39 +280,52 @@ def clamp_backward__tensor(grad: Tensor, self: Tensor, min: Tensor | None, max: 
     """Gradient of ``clamp(self, min, max)`` for ``self``, ``min`` and ``max`` tensors (broadcast):
     ``grad`` where ``min <= self <= max`` (bounds included; a missing bound does not bind), 0
     elsewhere, also where ``min > max`` (the result is then ``max``)."""
-    above_min = None
+    zero = at.new_zeros(grad, [])
     if min is not None:
-        above_min = at.ge(self, min)
-    below_max = None
+        if max is not None:
+            return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
+        return at.where(at.ge(self, min), grad, zero)
     if max is not None:
-        below_max = at.le(self, max)
-    return grad_within_bounds(grad, above_min, below_max)
+        return at.where(at.le(self, max), grad, zero)
+    return grad
+
+
+@helper
+def clamp_min_is_result(self: Tensor, min: Tensor, max: Tensor | None) -> Tensor:
+    """Where ``clamp(self, min, max)`` is ``min`` for the gradient (broadcast): ``self < min``, and
+    ``min < max`` when ``max`` is given (where ``min > max`` the result is ``max``; where ``min ==
+    max`` and ``self`` is below, torch gives neither bound the gradient)."""
+    below = at.lt(self, min)
+    if max is not None:
+        below = at.logical_and(below, at.lt(min, max))
+    return below
+
+
+@helper
+def clamp_max_is_result(self: Tensor, min: Tensor | None, max: Tensor) -> Tensor:
+    """Where ``clamp(self, min, max)`` is ``max`` for the gradient (broadcast): ``self > max``, or
+    ``min > max`` when ``min`` is given."""
+    above = at.gt(self, max)
+    if min is not None:
+        above = at.logical_or(above, at.gt(min, max))
+    return above
 
 
 @helper
 def clamp_backward_min_max(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None,
                            grad_input_mask: list[bool]) -> tuple[Tensor, Tensor]:
     """Gradients of ``clamp(self, min, max) = minimum(maximum(self, min), max)`` for the bounds:
-    ``min`` takes ``grad`` where it is the result (``self < min``, and ``min < max`` when both are
-    given), ``max`` where it is (``self > max``, or ``min > max``); None for a bound not given or
-    not asked for. Where ``min == max`` and ``self`` is outside, the result is both bounds at once;
-    the gradient goes to ``max`` where ``self > max`` and to neither where ``self < min`` (torch's
-    choice), never to both. Not yet summed to the
-    bounds' shapes. ``grad_input_mask`` has one flag per bound, ``[min, max]`` (the line's own
-    ``grad_input_mask`` in derivatives.yaml)."""
+    each takes ``grad`` where it is the result (``clamp_min_is_result``, ``clamp_max_is_result``:
+    never both); None for a bound not given or not asked for. Not yet summed to the bounds' shapes.
+    ``grad_input_mask`` has one flag per bound, ``[min, max]`` (the line's own ``grad_input_mask``
+    in derivatives.yaml)."""
     zero = at.new_zeros(grad, [])
     grad_min = None
     grad_max = None
     if min is not None and grad_input_mask[0]:
-        below = at.lt(self, min)
-        if max is not None:
-            below = at.logical_and(below, at.lt(min, max))
-        grad_min = at.where(below, grad, zero)
+        grad_min = at.where(clamp_min_is_result(self, min, max), grad, zero)
     if max is not None and grad_input_mask[1]:
-        above = at.gt(self, max)
-        if min is not None:
-            above = at.logical_or(above, at.gt(min, max))
-        grad_max = at.where(above, grad, zero)
+        grad_max = at.where(clamp_max_is_result(self, min, max), grad, zero)
     return grad_min, grad_max
 
 

@@ -16,7 +16,7 @@ rounding ops are ``round``'s, ``clamp_max`` is ``clamp_min``'s with its bound an
 from __future__ import annotations
 
 from formulas import at, derivative, family_member
-from formulas.helpers import (clamp_backward, clamp_backward__tensor, clamp_backward_min_max, clamp_jvp, i1_backward,
+from formulas.helpers import (clamp_backward, clamp_backward__tensor, clamp_max_is_result, clamp_min_is_result, clamp_jvp, i1_backward,
                               i1e_backward, pow_backward, sum_to)
 
 
@@ -139,9 +139,14 @@ def clamp_tensor(self, min=None, max=None):
         # minimum(maximum(self, min), max), the three broadcast: each element's gradient goes to the
         # one of self, min and max that is its result (self at a tie), summed to that input's shape
         grad_self = sum_to(clamp_backward__tensor(grad, self, min, max), self_sizes) if needs_input_grad[0] else None
-        grad_min, grad_max = clamp_backward_min_max(grad, self, min, max, [needs_input_grad[1], needs_input_grad[2]])
-        return (grad_self, sum_to(grad_min, min_sizes) if grad_min is not None else None,
-                sum_to(grad_max, max_sizes) if grad_max is not None else None)
+        zero = at.new_zeros(grad, [])
+        grad_min = None
+        if min is not None and needs_input_grad[1]:
+            grad_min = sum_to(at.where(clamp_min_is_result(self, min, max), grad, zero), min_sizes)
+        grad_max = None
+        if max is not None and needs_input_grad[2]:
+            grad_max = sum_to(at.where(clamp_max_is_result(self, min, max), grad, zero), max_sizes)
+        return grad_self, grad_min, grad_max
     def jvp(self_t, min_t, max_t):
         result_t = clamp_jvp(self, self_t, min, min_t, max, max_t)
         return result_t

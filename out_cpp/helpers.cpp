@@ -1397,63 +1397,59 @@ at::Tensor copysign_tensor_self_backward(const at::Tensor& grad, const at::Tenso
   return at::where(at::eq(self, 0), at::zeros_like(grad), grad * (result / self));
 }
 
-at::Tensor grad_within_bounds(const at::Tensor& grad, const at::Tensor& above_min, const at::Tensor& below_max) {
+at::Tensor clamp_backward(const at::Tensor& grad, const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
   auto zero = grad.new_zeros(std::vector<int64_t>{});
-  if (above_min.defined()) {
-    if (below_max.defined()) {
-      return at::where(at::logical_and(above_min, below_max), grad, zero);
+  if (min.has_value()) {
+    if (max.has_value()) {
+      return at::where(at::logical_and(at::ge(self, (*min)), at::le(self, (*max))), grad, zero);
     }
-    return at::where(above_min, grad, zero);
+    return at::where(at::ge(self, (*min)), grad, zero);
   }
-  if (below_max.defined()) {
-    return at::where(below_max, grad, zero);
+  if (max.has_value()) {
+    return at::where(at::le(self, (*max)), grad, zero);
   }
   return grad;
 }
 
-at::Tensor clamp_backward(const at::Tensor& grad, const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max) {
-  auto above_min = at::Tensor();
-  if (min.has_value()) {
-    above_min = at::ge(self, (*min));
+at::Tensor py_clamp_backward_u_tensor(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  if (min.defined()) {
+    if (max.defined()) {
+      return at::where(at::logical_and(at::ge(self, min), at::le(self, max)), grad, zero);
+    }
+    return at::where(at::ge(self, min), grad, zero);
   }
-  auto below_max = at::Tensor();
-  if (max.has_value()) {
-    below_max = at::le(self, (*max));
+  if (max.defined()) {
+    return at::where(at::le(self, max), grad, zero);
   }
-  return helpers::grad_within_bounds(grad, above_min, below_max);
+  return grad;
 }
 
-at::Tensor py_clamp_backward_u_tensor(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
-  auto above_min = at::Tensor();
-  if (min.defined()) {
-    above_min = at::ge(self, min);
-  }
-  auto below_max = at::Tensor();
+at::Tensor clamp_min_is_result(const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto below = at::lt(self, min);
   if (max.defined()) {
-    below_max = at::le(self, max);
+    below = at::logical_and(below, at::lt(min, max));
   }
-  return helpers::grad_within_bounds(grad, above_min, below_max);
+  return below;
+}
+
+at::Tensor clamp_max_is_result(const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto above = at::gt(self, max);
+  if (min.defined()) {
+    above = at::logical_or(above, at::gt(min, max));
+  }
+  return above;
 }
 
 std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max, const std::vector<bool>& grad_input_mask) {
-  at::Tensor below{};
-  at::Tensor above{};
   auto zero = grad.new_zeros(std::vector<int64_t>{});
   auto grad_min = at::Tensor();
   auto grad_max = at::Tensor();
   if ((min.defined()) && grad_input_mask[0]) {
-    below = at::lt(self, min);
-    if (max.defined()) {
-      below = at::logical_and(below, at::lt(min, max));
-    }
-    grad_min = at::where(below, grad, zero);
+    grad_min = at::where(helpers::clamp_min_is_result(self, min, max), grad, zero);
   }
   if ((max.defined()) && grad_input_mask[1]) {
-    above = at::gt(self, max);
-    if (min.defined()) {
-      above = at::logical_or(above, at::gt(min, max));
-    }
-    grad_max = at::where(above, grad, zero);
+    grad_max = at::where(helpers::clamp_max_is_result(self, min, max), grad, zero);
   }
   return {grad_min, grad_max};
 }

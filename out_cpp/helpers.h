@@ -137,9 +137,10 @@ at::Tensor mul_tensor_backward(const at::Tensor& grad, const at::Tensor& other, 
 at::Tensor div_tensor_self_backward(const at::Tensor& grad, const at::Tensor& other, at::ScalarType self_type);
 at::Tensor div_tensor_other_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other);
 at::Tensor copysign_tensor_self_backward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& result);
-at::Tensor grad_within_bounds(const at::Tensor& grad, const at::Tensor& above_min, const at::Tensor& below_max);
 at::Tensor clamp_backward(const at::Tensor& grad, const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max);
 at::Tensor py_clamp_backward_u_tensor(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max);
+at::Tensor clamp_min_is_result(const at::Tensor& self, const at::Tensor& min, const at::Tensor& max);
+at::Tensor clamp_max_is_result(const at::Tensor& self, const at::Tensor& min, const at::Tensor& max);
 std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max, const std::vector<bool>& grad_input_mask);
 at::Tensor clamp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Tensor& min_p, const at::Tensor& min_t, const at::Tensor& max_p, const at::Tensor& max_t);
 at::Tensor unsqueeze_to(const at::Tensor& grad, at::IntArrayRef sizes);

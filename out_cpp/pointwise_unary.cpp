@@ -1654,8 +1654,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> clamp_tensor(
     at::IntArrayRef max_sizes,
     const std::array<bool, 3>& needs_input_grad) {
   auto grad_self = needs_input_grad[0] ? helpers::sum_to(helpers::py_clamp_backward_u_tensor(grad, self, min, max), self_sizes) : at::Tensor();
-  auto [grad_min, grad_max] = helpers::clamp_backward_min_max(grad, self, min, max, std::vector<bool>{needs_input_grad[1], needs_input_grad[2]});
-  return {grad_self, (grad_min.defined()) ? helpers::sum_to(grad_min, min_sizes) : at::Tensor(), (grad_max.defined()) ? helpers::sum_to(grad_max, max_sizes) : at::Tensor()};
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  auto grad_min = at::Tensor();
+  if ((min.defined()) && needs_input_grad[1]) {
+    grad_min = helpers::sum_to(at::where(helpers::clamp_min_is_result(self, min, max), grad, zero), min_sizes);
+  }
+  auto grad_max = at::Tensor();
+  if ((max.defined()) && needs_input_grad[2]) {
+    grad_max = helpers::sum_to(at::where(helpers::clamp_max_is_result(self, min, max), grad, zero), max_sizes);
+  }
+  return {grad_self, grad_min, grad_max};
 }
 }  // namespace backwards
 

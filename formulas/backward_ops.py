@@ -9,6 +9,8 @@ own formula so that double backward through them exists:
   They are linear in the incoming gradient, so their gradient with respect to it is the op
   itself, and the other input gets the derivative of the op's expression (softshrink_backward and
   hardshrink_backward are members of threshold_backward's formula family, ``@family_member``);
+- of dropout: native_dropout_backward (the gradient times the mask and the scale), also a member
+  of threshold_backward's family: the op applied to the gradient, its mask as data;
 - of the softmaxes, ``max.dim``/``min.dim`` and ``gather``: _softmax_backward_data,
   _log_softmax_backward_data, value_selecting_reduction_backward, gather_backward;
 - of views and selections: select_backward, slice_backward, diagonal_backward,
@@ -18,8 +20,7 @@ own formula so that double backward through them exists:
   tangent.
 
 A topic's fused backward op that shares a helper with its forward stays with it (pooling,
-``nll_loss_backward``, ``embedding_dense_backward``, ``embedding_backward``,
-``native_dropout_backward``).
+``nll_loss_backward``, ``embedding_dense_backward``, ``embedding_backward``).
 """
 from __future__ import annotations
 
@@ -72,12 +73,15 @@ def sigmoid_backward(grad_output, output):
 @family_member("hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor",
                rename={"threshold_backward": "hardshrink_backward", "threshold": "lambd", "grad_output": "grad_out",
                        "grad_output_sizes": "grad_out_sizes", "grad_output_t": "grad_out_t"})
+@family_member("native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor",
+               rename={"threshold_backward": "native_dropout_backward", "self": "mask", "threshold": "scale"})
 def threshold_backward(grad_output, self, threshold):
     result = at.threshold_backward(grad_output, self, threshold)
     grad_output_sizes = grad_output.sizes()
     def backward(grad):
-        # result = grad_output where self > threshold (the shrinks: outside [-lambd, lambd]), else 0:
-        # linear in grad_output, and piecewise constant in self (no gradient)
+        # result = grad_output where self > threshold, else 0 (the shrinks: outside [-lambd, lambd];
+        # dropout: grad_output * mask * scale): linear in grad_output, so its own adjoint there, and
+        # piecewise constant in self (dropout's mask is data): no gradient
         return sum_to(at.threshold_backward(grad, self, threshold), grad_output_sizes), None
     def jvp(grad_output_t):
         # linear in grad_output; piecewise constant in self

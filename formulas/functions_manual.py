@@ -1118,74 +1118,7 @@ def _trilinear_backward(grad: Tensor, i1: Tensor | None, i2: Tensor | None, i3: 
     return grad_i1, grad_i2, grad_i3
 
 
-# --- clamp by tensors, a power of a Scalar, layer and batch norm's tangents from saved statistics ---
-
-@helper
-def clamp_backward__tensor(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None) -> Tensor:
-    """Gradient of ``clamp(self, min, max)`` for ``self``, ``min`` and ``max`` tensors (broadcast):
-    ``grad`` where ``min <= self <= max`` (bounds included; a missing bound does not bind), 0
-    elsewhere, also where ``min > max`` (the result is then ``max``)."""
-    zero = at.new_zeros(grad, [])
-    if min is not None:
-        if max is not None:
-            return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
-        return at.where(at.ge(self, min), grad, zero)
-    if max is not None:
-        return at.where(at.le(self, max), grad, zero)
-    return grad
-
-
-@helper
-def clamp_backward_min_max(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None,
-                           grad_input_mask: list[bool]) -> tuple[Tensor, Tensor]:
-    """Gradients of ``clamp(self, min, max) = minimum(maximum(self, min), max)`` for the bounds:
-    ``min`` takes ``grad`` where it is the result (``self < min``, and ``min < max`` when both are
-    given), ``max`` where it is (``self > max``, or ``min > max``); None for a bound not given or
-    not asked for. Where ``min == max`` and ``self`` is outside, the result is both bounds at once;
-    the gradient goes to ``max`` alone (torch's choice), never to both. Not yet summed to the
-    bounds' shapes. ``grad_input_mask`` has one flag per bound, ``[min, max]`` (the line's own
-    ``grad_input_mask`` in derivatives.yaml)."""
-    zero = at.new_zeros(grad, [])
-    grad_min = None
-    grad_max = None
-    if min is not None and grad_input_mask[0]:
-        below = at.lt(self, min)
-        if max is not None:
-            below = at.logical_and(below, at.lt(min, max))
-        grad_min = at.where(below, grad, zero)
-    if max is not None and grad_input_mask[1]:
-        above = at.gt(self, max)
-        if min is not None:
-            above = at.logical_or(above, at.gt(min, max))
-        grad_max = at.where(above, grad, zero)
-    return grad_min, grad_max
-
-
-@helper
-def clamp_jvp(self_p: Tensor, self_t: Tensor, min_p: Tensor | None, min_t: Tensor | None, max_p: Tensor | None,
-              max_t: Tensor | None) -> Tensor:
-    """Tangent of ``clamp(self, min, max)`` for tensor bounds: the tangent of whichever of ``self``,
-    ``min`` and ``max`` the result is (as ``clamp_backward__tensor`` and ``clamp_backward_min_max``
-    split the gradient); a bound without a tangent contributes 0."""
-    tangent = self_t
-    if min_p is not None:
-        below = at.lt(self_p, min_p)
-        if max_p is not None:
-            below = at.logical_and(below, at.le(min_p, max_p))
-        from_min = at.zeros_like(self_t)
-        if min_t is not None:
-            from_min = min_t
-        tangent = at.where(below, from_min, tangent)
-    if max_p is not None:
-        above = at.gt(self_p, max_p)
-        if min_p is not None:
-            above = at.logical_or(above, at.gt(min_p, max_p))
-        from_max = at.zeros_like(self_t)
-        if max_t is not None:
-            from_max = max_t
-        tangent = at.where(above, from_max, tangent)
-    return tangent
-
+# --- a power of a Scalar, layer and batch norm's tangents from saved statistics ---
 
 @helper
 def pow_backward_exponent__scalar(grad: Tensor, self: Scalar, exponent: Tensor, result: Tensor) -> Tensor:

@@ -264,7 +264,7 @@ def copysign_tensor_self_backward(grad: Tensor, self: Tensor, result: Tensor) ->
 @helper
 def clamp_backward(grad: Tensor, self: Tensor, min: Scalar | None, max: Scalar | None) -> Tensor:
     """Gradient of ``clamp(self, min, max)``: ``grad`` where ``min <= self <= max`` (bounds
-    included, as in torch; a missing bound does not bind), 0 elsewhere."""
+    included, as in torch; a missing bound does not bind; 0 at a NaN ``self``), 0 elsewhere."""
     zero = at.new_zeros(grad, [])      # a 0-d zero that where broadcasts (no full zeros tensor written)
     if min is not None:
         if max is not None:
@@ -273,6 +273,86 @@ def clamp_backward(grad: Tensor, self: Tensor, min: Scalar | None, max: Scalar |
     if max is not None:
         return at.where(at.le(self, max), grad, zero)
     return grad
+
+
+@helper
+def clamp_backward__tensor(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None) -> Tensor:
+    """Gradient of ``clamp(self, min, max)`` for ``self``, ``min`` and ``max`` tensors (broadcast):
+    ``grad`` where ``min <= self <= max`` (bounds included; a missing bound does not bind), 0
+    elsewhere, also where ``min > max`` (the result is then ``max``)."""
+    zero = at.new_zeros(grad, [])
+    if min is not None:
+        if max is not None:
+            return at.where(at.logical_and(at.ge(self, min), at.le(self, max)), grad, zero)
+        return at.where(at.ge(self, min), grad, zero)
+    if max is not None:
+        return at.where(at.le(self, max), grad, zero)
+    return grad
+
+
+@helper
+def clamp_min_is_result(self: Tensor, min: Tensor, max: Tensor | None) -> Tensor:
+    """Where ``clamp(self, min, max)`` is ``min`` for the gradient (broadcast): ``self < min``, and
+    ``min < max`` when ``max`` is given (where ``min > max`` the result is ``max``; where ``min ==
+    max`` and ``self`` is below, torch gives neither bound the gradient)."""
+    below = at.lt(self, min)
+    if max is not None:
+        below = at.logical_and(below, at.lt(min, max))
+    return below
+
+
+@helper
+def clamp_max_is_result(self: Tensor, min: Tensor | None, max: Tensor) -> Tensor:
+    """Where ``clamp(self, min, max)`` is ``max`` for the gradient (broadcast): ``self > max``, or
+    ``min > max`` when ``min`` is given."""
+    above = at.gt(self, max)
+    if min is not None:
+        above = at.logical_or(above, at.gt(min, max))
+    return above
+
+
+@helper
+def clamp_backward_min_max(grad: Tensor, self: Tensor, min: Tensor | None, max: Tensor | None,
+                           grad_input_mask: list[bool]) -> tuple[Tensor, Tensor]:
+    """Gradients of ``clamp(self, min, max) = minimum(maximum(self, min), max)`` for the bounds:
+    each takes ``grad`` where it is the result (``clamp_min_is_result``, ``clamp_max_is_result``:
+    never both); None for a bound not given or not asked for. Not yet summed to the bounds' shapes.
+    ``grad_input_mask`` has one flag per bound, ``[min, max]`` (the line's own ``grad_input_mask``
+    in derivatives.yaml)."""
+    zero = at.new_zeros(grad, [])
+    grad_min = None
+    grad_max = None
+    if min is not None and grad_input_mask[0]:
+        grad_min = at.where(clamp_min_is_result(self, min, max), grad, zero)
+    if max is not None and grad_input_mask[1]:
+        grad_max = at.where(clamp_max_is_result(self, min, max), grad, zero)
+    return grad_min, grad_max
+
+
+@helper
+def clamp_jvp(self_p: Tensor, self_t: Tensor, min_p: Tensor | None, min_t: Tensor | None, max_p: Tensor | None,
+              max_t: Tensor | None) -> Tensor:
+    """Tangent of ``clamp(self, min, max)`` for tensor bounds: the tangent of whichever of ``self``,
+    ``min`` and ``max`` the result is, as torch's forward AD picks it; a bound without a tangent
+    contributes 0. With both bounds: ``max``'s where ``min > max``, else ``min``'s where ``self <
+    min``, ``max``'s where ``self > max``. With one bound, ``self``'s only where ``self`` is strictly
+    inside it, so the bound's at a tie and at a NaN ``self`` (the gradient passes to ``self`` at a
+    tie: torch's two conventions differ there)."""
+    zero = at.new_zeros(self_t, [])
+    from_min = zero
+    if min_t is not None:
+        from_min = min_t
+    from_max = zero
+    if max_t is not None:
+        from_max = max_t
+    if min_p is not None:
+        if max_p is not None:
+            inside = at.where(at.lt(self_p, min_p), from_min, at.where(at.gt(self_p, max_p), from_max, self_t))
+            return at.where(at.gt(min_p, max_p), from_max, inside)
+        return at.where(at.gt(self_p, min_p), self_t, from_min)
+    if max_p is not None:
+        return at.where(at.lt(self_p, max_p), self_t, from_max)
+    return self_t
 
 
 @helper

@@ -1,8 +1,8 @@
 """Layers that are neither activations, losses, normalization, convolution nor pooling:
 ``linear``, ``embedding`` with its fused backwards ``embedding_dense_backward`` and
 ``embedding_backward`` (its dense and sparse dispatch), and dropout as its
-deterministic part (``native_dropout`` with the mask it drew, and ``native_dropout_backward``,
-which applies a given mask).
+deterministic part (``native_dropout`` with the mask it drew; ``native_dropout_backward``, which
+applies a given mask, is a member of ``threshold_backward``'s family in ``backward_ops.py``).
 """
 from __future__ import annotations
 
@@ -30,20 +30,6 @@ def native_dropout(input, p, train):
         result_t = at.native_dropout_backward(input_t, mask, scale)
         return result_t
     return (result, mask), backward
-
-
-@derivative("native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor")
-def native_dropout_backward(grad_output, mask, scale):
-    result = at.native_dropout_backward(grad_output, mask, scale)
-    grad_output_sizes = grad_output.sizes()
-    def backward(grad):
-        # result = grad_output * mask * scale: diagonal and linear in grad_output (its own adjoint);
-        # the mask is data (boolean), no gradient
-        return sum_to(at.native_dropout_backward(grad, mask, scale), grad_output_sizes), None
-    def jvp(grad_output_t):
-        result_t = at.native_dropout_backward(grad_output_t, mask, scale)
-        return result_t
-    return result, backward
 
 
 @derivative("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor")

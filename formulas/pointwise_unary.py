@@ -1,12 +1,13 @@
 """Elementwise functions of one tensor: neg, exp, log, the trigonometric and hyperbolic
 functions and their inverses, sqrt, rsqrt, pow with a scalar exponent, abs, sign, sgn, clamps,
 rounding, the erf family, logs and exps of other bases, reciprocal, sinc, square, logit,
-deg2rad, rad2deg, the modified Bessel functions of orders 0 and 1 (``i0``, ``special_i1`` and
+deg2rad, rad2deg, clamp with tensor bounds (``clamp.Tensor``, elementwise in its three tensors), the modified Bessel functions of orders 0 and 1 (``i0``, ``special_i1`` and
 their exponentially scaled ``special_i0e``, ``special_i1e``), and ``_to_copy`` (a dtype/device copy).
 
 Rounding ops and ``sign`` are differentiable with a zero gradient, as in torch. Where torch
 picks a subgradient at a kink it is kept: ``abs'(0) = sign(0) = 0``, a clamp passes the
-gradient at its bounds (``min <= self <= max``), ``sinc'(0) = 0``. Gradients that read the
+gradient at its bounds (``min <= self <= max``) to ``self`` (with tensor bounds, a bound takes
+it only where it is the result), ``sinc'(0) = 0``. Gradients that read the
 output (``exp``, ``tanh``, ``sigmoid``, ``sqrt``, ``expm1``, ``exp2``, ``rsqrt``, ``reciprocal``,
 ``tan``, ``erfinv``) read ``result``, an output, so double backward sees it; never an intermediate.
 Formulas equal up to names are one formula family (``@family_member``): ``sign``/``sgn`` and the
@@ -15,7 +16,8 @@ rounding ops are ``round``'s, ``clamp_max`` is ``clamp_min``'s with its bound an
 from __future__ import annotations
 
 from formulas import at, derivative, family_member
-from formulas.helpers import clamp_backward, i1_backward, i1e_backward, pow_backward
+from formulas.helpers import (clamp_backward, clamp_backward__tensor, clamp_max_is_result, clamp_min_is_result, clamp_jvp, i1_backward,
+                              i1e_backward, pow_backward, sum_to)
 
 
 @derivative("neg(Tensor self) -> Tensor", jvp="auto_linear")
@@ -120,6 +122,34 @@ def clamp(self, min=None, max=None):
     result = at.clamp(self, min, max)
     def backward(grad):
         return clamp_backward(grad, self, min, max)
+    return result, backward
+
+
+@derivative("clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor")
+def clamp_tensor(self, min=None, max=None):
+    result = at.clamp(self, min, max)
+    self_sizes = self.sizes()
+    min_sizes = self_sizes      # read only when there is that bound
+    if min is not None:
+        min_sizes = min.sizes()
+    max_sizes = self_sizes
+    if max is not None:
+        max_sizes = max.sizes()
+    def backward(grad, *, needs_input_grad):
+        # minimum(maximum(self, min), max), the three broadcast: each element's gradient goes to the
+        # one of self, min and max that is its result (self at a tie), summed to that input's shape
+        grad_self = sum_to(clamp_backward__tensor(grad, self, min, max), self_sizes) if needs_input_grad[0] else None
+        zero = at.new_zeros(grad, [])
+        grad_min = None
+        if min is not None and needs_input_grad[1]:
+            grad_min = sum_to(at.where(clamp_min_is_result(self, min, max), grad, zero), min_sizes)
+        grad_max = None
+        if max is not None and needs_input_grad[2]:
+            grad_max = sum_to(at.where(clamp_max_is_result(self, min, max), grad, zero), max_sizes)
+        return grad_self, grad_min, grad_max
+    def jvp(self_t, min_t, max_t):
+        result_t = clamp_jvp(self, self_t, min, min_t, max, max_t)
+        return result_t
     return result, backward
 
 

@@ -27,6 +27,7 @@
 #include <ATen/ops/masked_select_backward.h>
 #include <ATen/ops/mish_backward.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/native_dropout_backward.h>
 #include <ATen/ops/reshape.h>
 #include <ATen/ops/select.h>
 #include <ATen/ops/select_backward.h>
@@ -894,6 +895,165 @@ at::Tensor hardshrink_backward(const at::Tensor& grad_out, const at::Tensor& sel
     grad_fn->self_ = torch::autograd::SavedVariable(self, false);
     grad_fn->lambd_ = lambd;
     grad_fn->grad_out_sizes_ = std::move(grad_out_sizes);
+  }
+  return result;
+}
+
+struct NativeDropoutBackwardBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "NativeDropoutBackwardBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mask_.reset_data();
+  }
+  torch::autograd::SavedVariable mask_;
+  double scale_{};
+  std::vector<int64_t> grad_output_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor> native_dropout_backward(
+    const at::Tensor& grad,
+    const at::Tensor& mask,
+    double scale,
+    at::IntArrayRef grad_output_sizes) {
+  return {helpers::sum_to(at::native_dropout_backward(grad, mask, scale), grad_output_sizes), at::Tensor()};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list NativeDropoutBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mask_, const double& scale_, const std::vector<int64_t>& grad_output_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::native_dropout_backward(grads[0], mask_, scale_, grad_output_sizes_);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, mask_ix, std::get<1>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list NativeDropoutBackwardBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
+  auto mask_ = packed_args.unpack<at::Tensor>();
+  auto scale_ = packed_args.unpack<double>();
+  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return NativeDropoutBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, scale_, grad_output_sizes_);
+}
+
+torch::autograd::variable_list NativeDropoutBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+  };
+  const auto mask = mask_.unpack();
+  return NativeDropoutBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, mask, scale_, grad_output_sizes_);
+}
+
+void NativeDropoutBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(mask_, false);
+  args.collect(scale_);
+  args.collect(grad_output_sizes_);
+}
+
+torch::autograd::variable_list NativeDropoutBackwardBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(mask_);
+  saved.before(scale_);
+  saved.before(grad_output_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_NativeDropoutBackwardBackward0", NativeDropoutBackwardBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto grad_output_ix = ranges.next(1);
+  const auto mask_ix = ranges.next(1);
+  const std::array<bool, 2> needs_input_grad = {
+      formulas::runtime::should_compute(*this, grad_output_ix),
+      formulas::runtime::should_compute(*this, mask_ix),
+  };
+  const auto mask = mask_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(mask);
+  functional_args.pack(scale_);
+  functional_args.pack(grad_output_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_NativeDropoutBackwardBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(mask_);
+  saved.after(scale_);
+  saved.after(grad_output_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor native_dropout_backward_jvp(
+    const at::Tensor& grad_output_t,
+    const at::Tensor& mask,
+    double scale) {
+  auto result_t = at::native_dropout_backward(grad_output_t, mask, scale);
+  return result_t;
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
+  c10::intrusive_ptr<NativeDropoutBackwardBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(grad_output, mask)) {
+    grad_fn = c10::make_intrusive<NativeDropoutBackwardBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, mask));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::native_dropout_backward(grad_output, mask, scale);
+  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("native_dropout_backward", grad_output);
+    formulas::runtime::refuse_complex("native_dropout_backward", result);
+    const auto grad_output_t = formulas::runtime::tangent(grad_output);
+    formulas::runtime::set_tangent(result, formulas::native_dropout_backward_jvp(grad_output_t, formulas::runtime::primal(mask), scale));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("native_dropout_backward", grad_output);
+    formulas::runtime::refuse_complex("native_dropout_backward", mask);
+    formulas::runtime::refuse_complex("native_dropout_backward", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
+    grad_fn->scale_ = scale;
+    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
   }
   return result;
 }
@@ -4483,6 +4643,7 @@ const aten_override::Registrars aten_registrars({
     {"threshold_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("threshold_backward", torch::dispatch(key, TORCH_FN(formulas::threshold_backward))); }},
     {"softshrink_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("softshrink_backward", torch::dispatch(key, TORCH_FN(formulas::softshrink_backward))); }},
     {"hardshrink_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("hardshrink_backward", torch::dispatch(key, TORCH_FN(formulas::hardshrink_backward))); }},
+    {"native_dropout_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("native_dropout_backward", torch::dispatch(key, TORCH_FN(formulas::native_dropout_backward))); }},
     {"_softmax_backward_data", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_softmax_backward_data", torch::dispatch(key, TORCH_FN(formulas::_softmax_backward_data))); }},
     {"_log_softmax_backward_data", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_log_softmax_backward_data", torch::dispatch(key, TORCH_FN(formulas::_log_softmax_backward_data))); }},
     {"value_selecting_reduction_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("value_selecting_reduction_backward", torch::dispatch(key, TORCH_FN(formulas::value_selecting_reduction_backward))); }},
@@ -4515,6 +4676,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor", TORCH_FN(formulas::threshold_backward));
   m.def("softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor", TORCH_FN(formulas::softshrink_backward));
   m.def("hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor", TORCH_FN(formulas::hardshrink_backward));
+  m.def("native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor", TORCH_FN(formulas::native_dropout_backward));
   m.def("_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor", TORCH_FN(formulas::_softmax_backward_data));
   m.def("_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor", TORCH_FN(formulas::_log_softmax_backward_data));
   m.def("value_selecting_reduction_backward(Tensor grad, int dim, Tensor indices, SymInt[] sizes, bool keepdim) -> Tensor", TORCH_FN(formulas::value_selecting_reduction_backward));

@@ -1075,74 +1075,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> _trilinear_backward(const at::Ten
   return {grad_i1, grad_i2, grad_i3};
 }
 
-at::Tensor py_clamp_backward_u_tensor(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
-  auto zero = grad.new_zeros(std::vector<int64_t>{});
-  if (min.defined()) {
-    if (max.defined()) {
-      return at::where(at::logical_and(at::ge(self, min), at::le(self, max)), grad, zero);
-    }
-    return at::where(at::ge(self, min), grad, zero);
-  }
-  if (max.defined()) {
-    return at::where(at::le(self, max), grad, zero);
-  }
-  return grad;
-}
-
-std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max, const std::vector<bool>& grad_input_mask) {
-  at::Tensor below{};
-  at::Tensor above{};
-  auto zero = grad.new_zeros(std::vector<int64_t>{});
-  auto grad_min = at::Tensor();
-  auto grad_max = at::Tensor();
-  if ((min.defined()) && grad_input_mask[0]) {
-    below = at::lt(self, min);
-    if (max.defined()) {
-      below = at::logical_and(below, at::lt(min, max));
-    }
-    grad_min = at::where(below, grad, zero);
-  }
-  if ((max.defined()) && grad_input_mask[1]) {
-    above = at::gt(self, max);
-    if (min.defined()) {
-      above = at::logical_or(above, at::gt(min, max));
-    }
-    grad_max = at::where(above, grad, zero);
-  }
-  return {grad_min, grad_max};
-}
-
-at::Tensor clamp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Tensor& min_p, const at::Tensor& min_t, const at::Tensor& max_p, const at::Tensor& max_t) {
-  at::Tensor below{};
-  at::Tensor from_min{};
-  at::Tensor above{};
-  at::Tensor from_max{};
-  auto tangent = self_t;
-  if (min_p.defined()) {
-    below = at::lt(self_p, min_p);
-    if (max_p.defined()) {
-      below = at::logical_and(below, at::le(min_p, max_p));
-    }
-    from_min = at::zeros_like(self_t);
-    if (min_t.defined()) {
-      from_min = min_t;
-    }
-    tangent = at::where(below, from_min, tangent);
-  }
-  if (max_p.defined()) {
-    above = at::gt(self_p, max_p);
-    if (min_p.defined()) {
-      above = at::logical_or(above, at::gt(min_p, max_p));
-    }
-    from_max = at::zeros_like(self_t);
-    if (max_t.defined()) {
-      from_max = max_t;
-    }
-    tangent = at::where(above, from_max, tangent);
-  }
-  return tangent;
-}
-
 at::Tensor py_pow_backward_exponent_u_scalar(const at::Tensor& grad, const at::Scalar& self, const at::Tensor& exponent, const at::Tensor& result) {
   return helpers::pow_backward_exponent(grad, result.new_full(std::vector<int64_t>{}, self), exponent, result);
 }
@@ -1477,6 +1409,73 @@ at::Tensor clamp_backward(const at::Tensor& grad, const at::Tensor& self, const 
     return at::where(at::le(self, (*max)), grad, zero);
   }
   return grad;
+}
+
+at::Tensor py_clamp_backward_u_tensor(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  if (min.defined()) {
+    if (max.defined()) {
+      return at::where(at::logical_and(at::ge(self, min), at::le(self, max)), grad, zero);
+    }
+    return at::where(at::ge(self, min), grad, zero);
+  }
+  if (max.defined()) {
+    return at::where(at::le(self, max), grad, zero);
+  }
+  return grad;
+}
+
+at::Tensor clamp_min_is_result(const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto below = at::lt(self, min);
+  if (max.defined()) {
+    below = at::logical_and(below, at::lt(min, max));
+  }
+  return below;
+}
+
+at::Tensor clamp_max_is_result(const at::Tensor& self, const at::Tensor& min, const at::Tensor& max) {
+  auto above = at::gt(self, max);
+  if (min.defined()) {
+    above = at::logical_or(above, at::gt(min, max));
+  }
+  return above;
+}
+
+std::tuple<at::Tensor, at::Tensor> clamp_backward_min_max(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& min, const at::Tensor& max, const std::vector<bool>& grad_input_mask) {
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  auto grad_min = at::Tensor();
+  auto grad_max = at::Tensor();
+  if ((min.defined()) && grad_input_mask[0]) {
+    grad_min = at::where(helpers::clamp_min_is_result(self, min, max), grad, zero);
+  }
+  if ((max.defined()) && grad_input_mask[1]) {
+    grad_max = at::where(helpers::clamp_max_is_result(self, min, max), grad, zero);
+  }
+  return {grad_min, grad_max};
+}
+
+at::Tensor clamp_jvp(const at::Tensor& self_p, const at::Tensor& self_t, const at::Tensor& min_p, const at::Tensor& min_t, const at::Tensor& max_p, const at::Tensor& max_t) {
+  at::Tensor inside{};
+  auto zero = self_t.new_zeros(std::vector<int64_t>{});
+  auto from_min = zero;
+  if (min_t.defined()) {
+    from_min = min_t;
+  }
+  auto from_max = zero;
+  if (max_t.defined()) {
+    from_max = max_t;
+  }
+  if (min_p.defined()) {
+    if (max_p.defined()) {
+      inside = at::where(at::lt(self_p, min_p), from_min, at::where(at::gt(self_p, max_p), from_max, self_t));
+      return at::where(at::gt(min_p, max_p), from_max, inside);
+    }
+    return at::where(at::gt(self_p, min_p), self_t, from_min);
+  }
+  if (max_p.defined()) {
+    return at::where(at::lt(self_p, max_p), self_t, from_max);
+  }
+  return self_t;
 }
 
 at::Tensor unsqueeze_to(const at::Tensor& grad, at::IntArrayRef sizes) {

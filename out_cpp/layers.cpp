@@ -177,165 +177,6 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   return std::make_tuple(result, mask);
 }
 
-struct NativeDropoutBackwardBackward0 : public torch::autograd::TraceableFunction {
-  using TraceableFunction::TraceableFunction;
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
-  std::string name() const override { return "NativeDropoutBackwardBackward0"; }
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
-  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
-                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    mask_.reset_data();
-  }
-  torch::autograd::SavedVariable mask_;
-  double scale_{};
-  std::vector<int64_t> grad_output_sizes_{};
-};
-
-namespace backwards {
-std::tuple<at::Tensor, at::Tensor> native_dropout_backward(
-    const at::Tensor& grad,
-    const at::Tensor& mask,
-    double scale,
-    at::IntArrayRef grad_output_sizes) {
-  return {helpers::sum_to(at::native_dropout_backward(grad, mask, scale), grad_output_sizes), at::Tensor()};
-}
-}  // namespace backwards
-
-torch::autograd::variable_list NativeDropoutBackwardBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 2> needs_input_grad, const at::Tensor& mask_, const double& scale_, const std::vector<int64_t>& grad_output_sizes_) {
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_output_ix = ranges.next(1);
-  const auto mask_ix = ranges.next(1);
-  torch::autograd::variable_list grad_inputs(ranges.size());
-  if (!formulas::runtime::any_defined(grads)) {
-    return grad_inputs;
-  }
-  if (!needs_input_grad[0] && !needs_input_grad[1]) {
-    return grad_inputs;
-  }
-  const auto input_grads = formulas::backwards::native_dropout_backward(grads[0], mask_, scale_, grad_output_sizes_);
-  if (needs_input_grad[0]) {
-    formulas::runtime::store(grad_inputs, grad_output_ix, std::get<0>(input_grads));
-  }
-  if (needs_input_grad[1]) {
-    formulas::runtime::store(grad_inputs, mask_ix, std::get<1>(input_grads));
-  }
-  return grad_inputs;
-}
-
-torch::autograd::variable_list NativeDropoutBackwardBackward0_apply_functional_ivalue(
-    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
-  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
-  auto needs_input_grad = packed_args.unpack<std::array<bool, 2>>();
-  auto mask_ = packed_args.unpack<at::Tensor>();
-  auto scale_ = packed_args.unpack<double>();
-  auto grad_output_sizes_ = packed_args.unpack<std::vector<int64_t>>();
-  return NativeDropoutBackwardBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, mask_, scale_, grad_output_sizes_);
-}
-
-torch::autograd::variable_list NativeDropoutBackwardBackward0::apply(torch::autograd::variable_list&& grads) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_output_ix = ranges.next(1);
-  const auto mask_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, mask_ix),
-  };
-  const auto mask = mask_.unpack();
-  return NativeDropoutBackwardBackward0_apply_functional(std::move(grads), needs_input_grad, mask, scale_, grad_output_sizes_);
-}
-
-void NativeDropoutBackwardBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
-  args.collect(mask_, false);
-  args.collect(scale_);
-  args.collect(grad_output_sizes_);
-}
-
-torch::autograd::variable_list NativeDropoutBackwardBackward0::apply_with_saved(
-    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
-  saved.before(mask_);
-  saved.before(scale_);
-  saved.before(grad_output_sizes_);
-  static bool functional_bound = false;
-  if (!functional_bound) {
-    functional_bound = true;
-    const std::vector<at::TypePtr> functional_schema = {
-        torch::dynamo::autograd::IValuePacker<std::array<bool, 2>>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<double>::packed_type(),
-        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
-    };
-    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
-        saved.get_py_compiler(), std::string(library_namespace) + "_NativeDropoutBackwardBackward0", NativeDropoutBackwardBackward0_apply_functional_ivalue,
-        functional_schema);
-  }
-  formulas::runtime::IndexRanges ranges;
-  const auto grad_output_ix = ranges.next(1);
-  const auto mask_ix = ranges.next(1);
-  const std::array<bool, 2> needs_input_grad = {
-      formulas::runtime::should_compute(*this, grad_output_ix),
-      formulas::runtime::should_compute(*this, mask_ix),
-  };
-  const auto mask = mask_.unpack();
-  torch::dynamo::autograd::PackedArgs functional_args;
-  functional_args.pack(needs_input_grad);
-  functional_args.pack(mask);
-  functional_args.pack(scale_);
-  functional_args.pack(grad_output_sizes_);
-  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
-      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
-          torch::dynamo::autograd::get_input_metadata(next_edges()));
-  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
-      saved.get_py_compiler(), "apply_functional",
-      std::string(library_namespace) + "_NativeDropoutBackwardBackward0", grads, functional_args.vec(),
-      functional_output_metadata);
-  saved.after(mask_);
-  saved.after(scale_);
-  saved.after(grad_output_sizes_);
-  return functional_outputs;
-}
-
-at::Tensor native_dropout_backward_jvp(
-    const at::Tensor& grad_output_t,
-    const at::Tensor& mask,
-    double scale) {
-  auto result_t = at::native_dropout_backward(grad_output_t, mask, scale);
-  return result_t;
-}
-
-at::Tensor native_dropout_backward(const at::Tensor& grad_output, const at::Tensor& mask, double scale) {
-  c10::intrusive_ptr<NativeDropoutBackwardBackward0> grad_fn;
-  if (torch::autograd::compute_requires_grad(grad_output, mask)) {
-    grad_fn = c10::make_intrusive<NativeDropoutBackwardBackward0>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, mask));
-  }
-  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
-  auto result = at::native_dropout_backward(grad_output, mask, scale);
-  std::vector<int64_t> grad_output_sizes = grad_output.sizes().vec();
-  below_autograd.reset();
-  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
-    grad_fn.reset();
-  }
-  if ((torch::autograd::isFwGradDefined(grad_output)) && (formulas::runtime::differentiable_dtype(result))) {
-    formulas::runtime::refuse_complex("native_dropout_backward", grad_output);
-    formulas::runtime::refuse_complex("native_dropout_backward", result);
-    const auto grad_output_t = formulas::runtime::tangent(grad_output);
-    formulas::runtime::set_tangent(result, formulas::native_dropout_backward_jvp(grad_output_t, formulas::runtime::primal(mask), scale));
-  }
-  if (grad_fn) {
-    formulas::runtime::refuse_complex("native_dropout_backward", grad_output);
-    formulas::runtime::refuse_complex("native_dropout_backward", mask);
-    formulas::runtime::refuse_complex("native_dropout_backward", result);
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->mask_ = torch::autograd::SavedVariable(mask, false);
-    grad_fn->scale_ = scale;
-    grad_fn->grad_output_sizes_ = std::move(grad_output_sizes);
-  }
-  return result;
-}
-
 struct LinearBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -1114,7 +955,6 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
 // override(compiled=True): each operator's kernel for aten's, registered on install (aten_override.h)
 const aten_override::Registrars aten_registrars({
     {"native_dropout", +[](torch::Library& m, c10::DispatchKey key) { m.impl("native_dropout", torch::dispatch(key, TORCH_FN(formulas::native_dropout))); }},
-    {"native_dropout_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("native_dropout_backward", torch::dispatch(key, TORCH_FN(formulas::native_dropout_backward))); }},
     {"linear", +[](torch::Library& m, c10::DispatchKey key) { m.impl("linear", torch::dispatch(key, TORCH_FN(formulas::linear))); }},
     {"embedding", +[](torch::Library& m, c10::DispatchKey key) { m.impl("embedding", torch::dispatch(key, TORCH_FN(formulas::embedding))); }},
     {"embedding_dense_backward", +[](torch::Library& m, c10::DispatchKey key) { m.impl("embedding_dense_backward", torch::dispatch(key, TORCH_FN(formulas::embedding_dense_backward))); }},
@@ -1126,7 +966,6 @@ const aten_override::Registrars aten_registrars({
 
 TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)", TORCH_FN(formulas::native_dropout));
-  m.def("native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor", TORCH_FN(formulas::native_dropout_backward));
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", TORCH_FN(formulas::linear));
   m.def("embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor", TORCH_FN(formulas::embedding));
   m.def("embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor", TORCH_FN(formulas::embedding_dense_backward));

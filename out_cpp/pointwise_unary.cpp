@@ -1622,6 +1622,235 @@ at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& min, c
   return result;
 }
 
+struct ClampTensorBackward0 : public torch::autograd::TraceableFunction {
+  using TraceableFunction::TraceableFunction;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  std::string name() const override { return "ClampTensorBackward0"; }
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override;
+  torch::autograd::variable_list apply_with_saved(const torch::autograd::variable_list& grads,
+                                                  torch::dynamo::autograd::SwapSavedVariables& saved) override;
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    self_.reset_data();
+    min_.reset_data();
+    max_.reset_data();
+  }
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable min_;
+  torch::autograd::SavedVariable max_;
+  std::vector<int64_t> self_sizes_{};
+  std::vector<int64_t> min_sizes_{};
+  std::vector<int64_t> max_sizes_{};
+};
+
+namespace backwards {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> clamp_tensor(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& min,
+    const at::Tensor& max,
+    at::IntArrayRef self_sizes,
+    at::IntArrayRef min_sizes,
+    at::IntArrayRef max_sizes,
+    const std::array<bool, 3>& needs_input_grad) {
+  auto grad_self = needs_input_grad[0] ? helpers::sum_to(helpers::py_clamp_backward_u_tensor(grad, self, min, max), self_sizes) : at::Tensor();
+  auto zero = grad.new_zeros(std::vector<int64_t>{});
+  auto grad_min = at::Tensor();
+  if ((min.defined()) && needs_input_grad[1]) {
+    grad_min = helpers::sum_to(at::where(helpers::clamp_min_is_result(self, min, max), grad, zero), min_sizes);
+  }
+  auto grad_max = at::Tensor();
+  if ((max.defined()) && needs_input_grad[2]) {
+    grad_max = helpers::sum_to(at::where(helpers::clamp_max_is_result(self, min, max), grad, zero), max_sizes);
+  }
+  return {grad_self, grad_min, grad_max};
+}
+}  // namespace backwards
+
+torch::autograd::variable_list ClampTensorBackward0_apply_functional(torch::autograd::variable_list&& grads, std::array<bool, 3> needs_input_grad, const at::Tensor& self_, const at::Tensor& min_, const at::Tensor& max_, const std::vector<int64_t>& self_sizes_, const std::vector<int64_t>& min_sizes_, const std::vector<int64_t>& max_sizes_) {
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto min_ix = ranges.next(1);
+  const auto max_ix = ranges.next(1);
+  torch::autograd::variable_list grad_inputs(ranges.size());
+  if (!formulas::runtime::any_defined(grads)) {
+    return grad_inputs;
+  }
+  if (!needs_input_grad[0] && !needs_input_grad[1] && !needs_input_grad[2]) {
+    return grad_inputs;
+  }
+  const auto input_grads = formulas::backwards::clamp_tensor(grads[0], self_, min_, max_, self_sizes_, min_sizes_, max_sizes_, needs_input_grad);
+  if (needs_input_grad[0]) {
+    formulas::runtime::store(grad_inputs, self_ix, std::get<0>(input_grads));
+  }
+  if (needs_input_grad[1]) {
+    formulas::runtime::store(grad_inputs, min_ix, std::get<1>(input_grads));
+  }
+  if (needs_input_grad[2]) {
+    formulas::runtime::store(grad_inputs, max_ix, std::get<2>(input_grads));
+  }
+  return grad_inputs;
+}
+
+torch::autograd::variable_list ClampTensorBackward0_apply_functional_ivalue(
+    const torch::autograd::variable_list& grads, const torch::autograd::ivalue_list& args) {
+  auto packed_args = torch::dynamo::autograd::PackedArgs(args);
+  auto needs_input_grad = packed_args.unpack<std::array<bool, 3>>();
+  auto self_ = packed_args.unpack<at::Tensor>();
+  auto min_ = packed_args.unpack<at::Tensor>();
+  auto max_ = packed_args.unpack<at::Tensor>();
+  auto self_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto min_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  auto max_sizes_ = packed_args.unpack<std::vector<int64_t>>();
+  return ClampTensorBackward0_apply_functional(torch::autograd::variable_list(grads), needs_input_grad, self_, min_, max_, self_sizes_, min_sizes_, max_sizes_);
+}
+
+torch::autograd::variable_list ClampTensorBackward0::apply(torch::autograd::variable_list&& grads) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto min_ix = ranges.next(1);
+  const auto max_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, min_ix),
+      formulas::runtime::should_compute(*this, max_ix),
+  };
+  const auto self = self_.unpack();
+  const auto min = min_.unpack();
+  const auto max = max_.unpack();
+  return ClampTensorBackward0_apply_functional(std::move(grads), needs_input_grad, self, min, max, self_sizes_, min_sizes_, max_sizes_);
+}
+
+void ClampTensorBackward0::compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const {
+  args.collect(self_, false);
+  args.collect(min_, false);
+  args.collect(max_, false);
+  args.collect(self_sizes_);
+  args.collect(min_sizes_);
+  args.collect(max_sizes_);
+}
+
+torch::autograd::variable_list ClampTensorBackward0::apply_with_saved(
+    const torch::autograd::variable_list& grads, torch::dynamo::autograd::SwapSavedVariables& saved) {
+  saved.before(self_);
+  saved.before(min_);
+  saved.before(max_);
+  saved.before(self_sizes_);
+  saved.before(min_sizes_);
+  saved.before(max_sizes_);
+  static bool functional_bound = false;
+  if (!functional_bound) {
+    functional_bound = true;
+    const std::vector<at::TypePtr> functional_schema = {
+        torch::dynamo::autograd::IValuePacker<std::array<bool, 3>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<at::Tensor>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+        torch::dynamo::autograd::IValuePacker<std::vector<int64_t>>::packed_type(),
+    };
+    torch::dynamo::autograd::getPyCompilerInterface()->bind_function(
+        saved.get_py_compiler(), std::string(library_namespace) + "_ClampTensorBackward0", ClampTensorBackward0_apply_functional_ivalue,
+        functional_schema);
+  }
+  formulas::runtime::IndexRanges ranges;
+  const auto self_ix = ranges.next(1);
+  const auto min_ix = ranges.next(1);
+  const auto max_ix = ranges.next(1);
+  const std::array<bool, 3> needs_input_grad = {
+      formulas::runtime::should_compute(*this, self_ix),
+      formulas::runtime::should_compute(*this, min_ix),
+      formulas::runtime::should_compute(*this, max_ix),
+  };
+  const auto self = self_.unpack();
+  const auto min = min_.unpack();
+  const auto max = max_.unpack();
+  torch::dynamo::autograd::PackedArgs functional_args;
+  functional_args.pack(needs_input_grad);
+  functional_args.pack(self);
+  functional_args.pack(min);
+  functional_args.pack(max);
+  functional_args.pack(self_sizes_);
+  functional_args.pack(min_sizes_);
+  functional_args.pack(max_sizes_);
+  const auto functional_output_metadata = torch::dynamo::autograd::IValuePacker<
+      std::vector<std::optional<torch::autograd::InputMetadata>>>::pack(
+          torch::dynamo::autograd::get_input_metadata(next_edges()));
+  auto functional_outputs = torch::dynamo::autograd::getPyCompilerInterface()->call_function(
+      saved.get_py_compiler(), "apply_functional",
+      std::string(library_namespace) + "_ClampTensorBackward0", grads, functional_args.vec(),
+      functional_output_metadata);
+  saved.after(self_);
+  saved.after(min_);
+  saved.after(max_);
+  saved.after(self_sizes_);
+  saved.after(min_sizes_);
+  saved.after(max_sizes_);
+  return functional_outputs;
+}
+
+at::Tensor clamp_tensor_jvp(
+    const at::Tensor& self_t,
+    const at::Tensor& min_t,
+    const at::Tensor& max_t,
+    const at::Tensor& self,
+    const at::Tensor& min,
+    const at::Tensor& max) {
+  auto result_t = helpers::clamp_jvp(self, self_t, min, min_t, max, max_t);
+  return result_t;
+}
+
+at::Tensor clamp_tensor(const at::Tensor& self, const std::optional<at::Tensor>& min_opt, const std::optional<at::Tensor>& max_opt) {
+  const at::Tensor min = min_opt.value_or(at::Tensor());
+  const at::Tensor max = max_opt.value_or(at::Tensor());
+  c10::intrusive_ptr<ClampTensorBackward0> grad_fn;
+  if (torch::autograd::compute_requires_grad(self, min, max)) {
+    grad_fn = c10::make_intrusive<ClampTensorBackward0>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, min, max));
+  }
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd(std::in_place);
+  auto result = at::clamp(self, formulas::runtime::optional_tensor(min), formulas::runtime::optional_tensor(max));
+  std::vector<int64_t> self_sizes = self.sizes().vec();
+  std::vector<int64_t> min_sizes = self_sizes;
+  if (min.defined()) {
+    min_sizes = min.sizes().vec();
+  }
+  std::vector<int64_t> max_sizes = self_sizes;
+  if (max.defined()) {
+    max_sizes = max.sizes().vec();
+  }
+  below_autograd.reset();
+  if (grad_fn && !(formulas::runtime::differentiable_dtype(result))) {
+    grad_fn.reset();
+  }
+  if ((torch::autograd::isFwGradDefined(self) || torch::autograd::isFwGradDefined(min) || torch::autograd::isFwGradDefined(max)) && (formulas::runtime::differentiable_dtype(result))) {
+    formulas::runtime::refuse_complex("clamp.Tensor", self);
+    formulas::runtime::refuse_complex("clamp.Tensor", min);
+    formulas::runtime::refuse_complex("clamp.Tensor", max);
+    formulas::runtime::refuse_complex("clamp.Tensor", result);
+    const auto self_t = formulas::runtime::tangent(self);
+    const auto min_t = formulas::runtime::tangent(min);
+    const auto max_t = formulas::runtime::tangent(max);
+    formulas::runtime::set_tangent(result, formulas::clamp_tensor_jvp(self_t, min_t, max_t, formulas::runtime::primal(self), formulas::runtime::primal(min), formulas::runtime::primal(max)));
+  }
+  if (grad_fn) {
+    formulas::runtime::refuse_complex("clamp.Tensor", self);
+    formulas::runtime::refuse_complex("clamp.Tensor", min);
+    formulas::runtime::refuse_complex("clamp.Tensor", max);
+    formulas::runtime::refuse_complex("clamp.Tensor", result);
+    torch::autograd::set_history(result, grad_fn);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, false);
+    grad_fn->min_ = torch::autograd::SavedVariable(min, false);
+    grad_fn->max_ = torch::autograd::SavedVariable(max, false);
+    grad_fn->self_sizes_ = std::move(self_sizes);
+    grad_fn->min_sizes_ = std::move(min_sizes);
+    grad_fn->max_sizes_ = std::move(max_sizes);
+  }
+  return result;
+}
+
 struct ClampMinBackward0 : public torch::autograd::TraceableFunction {
   using TraceableFunction::TraceableFunction;
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
@@ -6441,6 +6670,7 @@ const aten_override::Registrars aten_registrars({
     {"_to_copy", +[](torch::Library& m, c10::DispatchKey key) { m.impl("_to_copy", torch::dispatch(key, TORCH_FN(formulas::_to_copy))); }},
     {"abs", +[](torch::Library& m, c10::DispatchKey key) { m.impl("abs", torch::dispatch(key, TORCH_FN(formulas::absolute))); }},
     {"clamp", +[](torch::Library& m, c10::DispatchKey key) { m.impl("clamp", torch::dispatch(key, TORCH_FN(formulas::clamp))); }},
+    {"clamp.Tensor", +[](torch::Library& m, c10::DispatchKey key) { m.impl("clamp.Tensor", torch::dispatch(key, TORCH_FN(formulas::clamp_tensor))); }},
     {"clamp_min", +[](torch::Library& m, c10::DispatchKey key) { m.impl("clamp_min", torch::dispatch(key, TORCH_FN(formulas::clamp_min))); }},
     {"clamp_max", +[](torch::Library& m, c10::DispatchKey key) { m.impl("clamp_max", torch::dispatch(key, TORCH_FN(formulas::clamp_max))); }},
     {"round", +[](torch::Library& m, c10::DispatchKey key) { m.impl("round", torch::dispatch(key, TORCH_FN(formulas::round_half_even))); }},
@@ -6497,6 +6727,7 @@ TORCH_LIBRARY_FRAGMENT(formulas, m) {
   m.def("_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor", TORCH_FN(formulas::_to_copy));
   m.def("abs(Tensor self) -> Tensor", TORCH_FN(formulas::absolute));
   m.def("clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", TORCH_FN(formulas::clamp));
+  m.def("clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor", TORCH_FN(formulas::clamp_tensor));
   m.def("clamp_min(Tensor self, Scalar min) -> Tensor", TORCH_FN(formulas::clamp_min));
   m.def("clamp_max(Tensor self, Scalar max) -> Tensor", TORCH_FN(formulas::clamp_max));
   m.def("round(Tensor self) -> Tensor", TORCH_FN(formulas::round_half_even));

@@ -29,9 +29,9 @@ from transpiler.schema import FunctionSchema, is_tensor_like
 
 
 #: torch's node names where the engine's (the overload spelled out, ``Backward0``) differ from them
-#: for an everyday idiom: ``x.clamp(0, 1)`` and ``clamp_`` (torch numbers the derivatives of one
-#: name, Tensor bounds first) and ``x[::2]``.
-TORCH_NODE_NAMES = {"clamp": "ClampBackward1", "slice.Tensor": "SliceBackward0"}
+#: for an everyday idiom: ``x.clamp(0, 1)``, ``x.clamp(min=t)`` and ``clamp_`` (torch numbers the
+#: derivatives of one name, Tensor bounds first) and ``x[::2]``.
+TORCH_NODE_NAMES = {"clamp.Tensor": "ClampBackward0", "clamp": "ClampBackward1", "slice.Tensor": "SliceBackward0"}
 
 
 class Overload:

@@ -1225,6 +1225,18 @@ def _pointwise_binary_cases() -> list[OpCase]:
             out.append(OpCase(op, f"{_shape_id(*shapes)}{''.join(f'_value{v}' for v in kwargs.values())}",
                               values, dict(kwargs)))
 
+    # clamp by tensors: self, min and max on three interleaved grids (0.1 apart at least: no ties), the
+    # bounds crossing (min > max) in places, broadcast against self and each other, one of them left out
+    # (torch's own backward raises where self broadcast with one bound is smaller than the bounds
+    # broadcast together, e.g. (3, 1), (1, 4) and (): it writes the comparisons in place)
+    rng = _rng("clamp.Tensor")
+    for shapes in (((2, 3), (2, 3), (2, 3)), ((3, 1), (3, 4), (4,)), ((2, 3), (3,), None), ((2, 3), None, (2, 1)),
+                   ((), (), ()), ((0, 3), (1, 3), (3,))):
+        values = tuple(None if shape is None else np.asarray(rng.integers(-6, 6, shape) * 0.3 + 0.1 * i, dtype=np.float64)
+                       for i, shape in enumerate(shapes))
+        out.append(OpCase("clamp.Tensor", _shape_id(*(shape for shape in shapes if shape is not None))
+                          + ("_no_min" if shapes[1] is None else "_no_max" if shapes[2] is None else ""), values))
+
     for op, scalars in (("add.Scalar", ((2.5, 1), (-1, 3), (0.5, -0.5))), ("sub.Scalar", ((2.5, 1), (-1, 2))),
                         ("rsub.Scalar", ((2.5, 1), (-1, 0.5), (3, -2)))):
         rng = _rng(op)

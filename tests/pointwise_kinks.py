@@ -1,6 +1,6 @@
 """Inputs exactly at the kinks, ties, bounds and NaNs of the pointwise operators, where finite
 differences say nothing but torch picks a gradient (``abs'(0) = 0``, a clamp passes it at its
-bounds, ``minimum``/``maximum`` halve it at a tie, ``fmin``/``fmax`` give it to ``self``...),
+bounds to ``self``, ``minimum``/``maximum`` halve it at a tie, ``fmin``/``fmax`` give it to ``self``...),
 and at the vector norms' zeros (a zero slice: gradient 0; a zero element: 0 for every order;
 +-inf norms share it among tied extremes).
 The engine (``tests/engine/test_kinks.py``) and the compiled ops (``tests/cpp/test_compiled_kinks.py``)
@@ -27,6 +27,13 @@ KINK_CASES: list[OpCase] = [
     OpCase("sign", "zero", (_array(0.0, -1.0, 2.0),)),
     OpCase("clamp", "at_bounds", (_array(-0.5, 0.8, -1.0, 1.0, 0.0, NAN), -0.5, 0.8)),
     OpCase("clamp", "min_above_max", (_array(-1.0, 0.2, 0.5, 2.0), 1.0, 0.2)),
+    # self at min, at max, below, above, inside, NaN; all three equal; min > max with self at max; a bound left out
+    OpCase("clamp.Tensor", "at_bounds", (_array(-0.5, 0.8, -1.0, 1.0, 0.0, NAN, 0.3, 0.3),
+                                         _array(-0.5, -0.5, -0.5, -0.5, -0.5, -0.5, 0.3, 1.0),
+                                         _array(0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.3, 0.3))),
+    OpCase("clamp.Tensor", "equal_bounds", (_array(-1.0, 0.5, 2.0), _array(0.5, 0.5, 0.5), _array(0.5, 0.5, 0.5))),
+    OpCase("clamp.Tensor", "at_min", (_array(-0.5, -1.0, 0.0, NAN), _array(-0.5, -0.5, -0.5, -0.5), None)),
+    OpCase("clamp.Tensor", "at_max", (_array(0.8, 1.0, 0.0, NAN), None, _array(0.8, 0.8, 0.8, 0.8))),
     OpCase("clamp_min", "at_bound", (_array(0.25, 0.0, 1.0), 0.25)),
     OpCase("clamp_max", "at_bound", (_array(-0.25, 0.0, -1.0), -0.25)),
     OpCase("minimum", "ties_and_nan", (_array(1.0, 2.0, 3.0, NAN, 1.0), _array(1.0, 0.0, 4.0, 1.0, NAN))),

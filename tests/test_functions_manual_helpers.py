@@ -11,9 +11,10 @@ import pytest
 
 import formulas.functions_manual as fm
 from formulas.indexing import index_backward
-from formulas.helpers import (clamp_backward, copysign_tensor_self_backward, div_tensor_other_backward,
-                              div_tensor_self_backward, gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp,
-                              maybe_multiply, mul_tensor_backward, negated, reverse_list, unsqueeze_to)
+from formulas.helpers import (clamp_backward, clamp_backward__tensor, clamp_backward_min_max, clamp_jvp,
+                              copysign_tensor_self_backward, div_tensor_other_backward, div_tensor_self_backward,
+                              gather_with_keepdimed_indices, handle_r_to_c, logsumexp_jvp, maybe_multiply,
+                              mul_tensor_backward, negated, reverse_list, unsqueeze_to)
 from formulas.linalg import linalg_solve_triangular_forward_AD
 from formulas.torch.backend import TorchBackend
 
@@ -646,22 +647,22 @@ def _equal_bounds():
 HELPER_CASES_CLAMP = [
     HelperCase("clamp.Tensor equal bounds", lambda x, lo, hi: torch.clamp(x, lo, hi),
                lambda: (_randn(3, 4), *_equal_bounds()),
-               lambda b, g, x, lo, hi: (b.run(fm.clamp_backward__tensor, g, x, lo, hi),
-                                        *b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True])),
+               lambda b, g, x, lo, hi: (b.run(clamp_backward__tensor, g, x, lo, hi),
+                                        *b.run(clamp_backward_min_max, g, x, lo, hi, [True, True])),
                wrt=(0, 1, 2), smooth=False),
     HelperCase("clamp.Tensor", lambda x, lo, hi: torch.clamp(x, lo, hi), lambda: (_randn(3, 4), *_bounds()),
-               lambda b, g, x, lo, hi: (b.run(fm.clamp_backward__tensor, g, x, lo, hi),
+               lambda b, g, x, lo, hi: (b.run(clamp_backward__tensor, g, x, lo, hi),
                                         *[b.run(fm.sum_to, out, list(like.shape)) for out, like in
-                                          zip(b.run(fm.clamp_backward_min_max, g, x, lo, hi, [True, True]),
+                                          zip(b.run(clamp_backward_min_max, g, x, lo, hi, [True, True]),
                                               (lo, hi))]),
                wrt=(0, 1, 2), smooth=False),
     HelperCase("clamp.Tensor min only", lambda x, lo: torch.clamp(x, lo, None), lambda: (_randn(3, 4), _bounds()[0]),
-               lambda b, g, x, lo: (b.run(fm.clamp_backward__tensor, g, x, lo, None),
-                                    b.run(fm.clamp_backward_min_max, g, x, lo, None, [True, False])[0]),
+               lambda b, g, x, lo: (b.run(clamp_backward__tensor, g, x, lo, None),
+                                    b.run(clamp_backward_min_max, g, x, lo, None, [True, False])[0]),
                wrt=(0, 1), smooth=False),
     HelperCase("clamp.Tensor max only", lambda x, hi: torch.clamp(x, None, hi), lambda: (_randn(3, 4), _bounds()[1]),
-               lambda b, g, x, hi: (b.run(fm.clamp_backward__tensor, g, x, None, hi),
-                                    b.run(fm.sum_to, b.run(fm.clamp_backward_min_max, g, x, None, hi,
+               lambda b, g, x, hi: (b.run(clamp_backward__tensor, g, x, None, hi),
+                                    b.run(fm.sum_to, b.run(clamp_backward_min_max, g, x, None, hi,
                                                           [False, True])[1], list(hi.shape))),
                wrt=(0, 1), smooth=False),
     HelperCase("pow.Scalar", lambda e: torch.pow(2.5, e), lambda: (_randn(3, 4),),
@@ -676,7 +677,7 @@ def test_clamp_backward_min_max_mask_is_one_flag_per_bound(backend, mask):
     """derivatives.yaml passes ``clamp_backward_min_max`` its line's ``grad_input_mask``, one flag
     for ``min`` and one for ``max``: a bound not asked for gets no gradient (None)."""
     x, (lo, hi), g = _randn(3, 4), _bounds(), _randn(3, 4, seed=5)
-    got = backend.run(fm.clamp_backward_min_max, g, x, lo, hi, mask)
+    got = backend.run(clamp_backward_min_max, g, x, lo, hi, mask)
     assert [gradient is not None for gradient in got] == mask
 
 
@@ -692,14 +693,16 @@ def test_clamp_and_scalar_power_helpers_pass_gradcheck(backend, case):
 
 @pytest.mark.parametrize("with_bounds", [(True, True), (True, False), (False, True)])
 def test_clamp_jvp_equals_forward_ad(backend, with_bounds):
+    """Ties and a NaN included: with one bound torch's tangent is the bound's there."""
     import torch.autograd.forward_ad as fwAD
     x, (lo, hi) = _randn(3, 4), _bounds()
+    x[0], x[1], x[2, 0] = lo[0], hi, float("nan")      # self at min, at max, NaN
     lo, hi = (lo if with_bounds[0] else None), (hi if with_bounds[1] else None)
     tangents = [_randn(*t.shape, seed=30 + i) if t is not None else None for i, t in enumerate((x, lo, hi))]
     with fwAD.dual_level():
         duals = [fwAD.make_dual(t, dt) if t is not None else None for t, dt in zip((x, lo, hi), tangents)]
         expected = fwAD.unpack_dual(torch.clamp(*duals)).tangent
-    got = backend.run(fm.clamp_jvp, x, tangents[0], lo, tangents[1], hi, tangents[2])
+    got = backend.run(clamp_jvp, x, tangents[0], lo, tangents[1], hi, tangents[2])
     torch.testing.assert_close(got, expected)
 
 

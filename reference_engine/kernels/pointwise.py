@@ -260,7 +260,7 @@ def _bounded(x: Any, low: Any, high: Any) -> np.ndarray:
     return out
 
 
-@kernel("clamp")
+@kernel("clamp", "clamp.Tensor")
 def clamp(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")

@@ -150,6 +150,8 @@ NAMED_INPLACE = [
     ("clamp_ numbers", lambda t, source: t.clamp_(0.0, 1.9)),
     ("clamp_ min", lambda t, source: t.clamp_(min=0.7)),
     ("clamp", lambda t, source: t.clamp(-1.0, 1.0)),
+    ("clamp_ tensors", lambda t, source: t.clamp_(min=source.sin(), max=source.cos())),
+    ("clamp tensor", lambda t, source: t.clamp(min=source.cos())),
 ]
 
 

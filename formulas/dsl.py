@@ -303,7 +303,8 @@ def nondifferentiable(*schemas: str) -> None:
 class Backend(Protocol):
     """What runs ``at.<op>``: the reference engine, a torch-backed oracle, ..."""
 
-    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The result of the aten operator ``name`` on ``args`` and ``kwargs``."""
 
 
 _backend: contextvars.ContextVar[Backend | None] = contextvars.ContextVar("formulas_backend", default=None)

@@ -363,6 +363,8 @@ class OperatorPacket:
                 if all(d.get(name, d) is value for d in per_overload)}
 
     def call(self, args: tuple, kwargs: dict) -> Any:
+        """Run the operator on ``args``/``kwargs``: the cached fast path for this call's types, else the
+        general dispatcher."""
         if kwargs:
             key = tuple(map(type, args)) + tuple(kwargs) + tuple(map(type, kwargs.values()))
         else:

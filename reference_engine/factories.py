@@ -22,11 +22,13 @@ class Generator:
         self._rng = np.random.default_rng(seed)
 
     def manual_seed(self, seed: int) -> Generator:
+        """Reseed this generator with ``seed``, as ``torch.Generator.manual_seed``; returns it."""
         self._rng = np.random.default_rng(seed)
         return self
 
     @property
     def numpy(self) -> np.random.Generator:
+        """The NumPy generator that draws this generator's random numbers."""
         return self._rng
 
 

@@ -92,6 +92,7 @@ class SavedSequence:
         self.items = items
 
     def unpack(self, node: Node, create_graph: bool) -> Any:
+        """The captured sequence, each saved tensor unpacked for ``node``."""
         return self.kind(i.unpack(node, create_graph) if type(i) is SavedTensor else i for i in self.items)
 
 
@@ -104,6 +105,7 @@ class SavedMapping:
         self.items = items      # (key, value or SavedTensor)
 
     def unpack(self, node: Node, create_graph: bool) -> dict:
+        """The captured dict, each saved tensor value unpacked for ``node``."""
         return {k: v.unpack(node, create_graph) if type(v) is SavedTensor else v for k, v in self.items}
 
 

@@ -106,10 +106,12 @@ class Function:
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any) -> Any:
+        """The forward computation a subclass defines; it saves what ``backward`` needs on ``ctx``."""
         raise NotImplementedError("a Function subclass must define forward(ctx, ...)")
 
     @staticmethod
     def backward(ctx: FunctionCtx, *grads: Any) -> Any:
+        """The gradients of the inputs of ``forward``, given those of its outputs; a subclass defines it."""
         raise NotImplementedError("a Function subclass must define backward(ctx, ...)")
 
     @classmethod

@@ -47,6 +47,7 @@ class Node:
         self.seq = next(ticks)      # creation order: the engine runs nodes by decreasing seq
 
     def name(self) -> str:
+        """The node's name as torch prints it (``grad_fn.name()``)."""
         return type(self).__name__
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Tensor | None]:
@@ -86,6 +87,7 @@ class AccumulateGrad:
         self.variable = variable
 
     def name(self) -> str:
+        """"torch::autograd::AccumulateGrad", the name torch gives a leaf's gradient sink."""
         return "torch::autograd::AccumulateGrad"
 
     def __eq__(self, other: object) -> bool:

@@ -54,6 +54,7 @@ class EngineOperators:
         return entry
 
     def clear(self) -> None:
+        """Forget the operators looked up so far (each is looked up again on next use)."""
         lookup = self._lookup
         self.__dict__.clear()
         self.__dict__["_lookup"] = lookup

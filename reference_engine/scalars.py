@@ -56,6 +56,7 @@ class ScalarInt(_RealScalar, int):
     __slots__ = ()
 
     def isFloatingPoint(self) -> bool:  # noqa: N802
+        """False: an integer Scalar is not floating point."""
         return False
 
 
@@ -65,6 +66,7 @@ class ScalarFloat(_RealScalar, float):
     __slots__ = ()
 
     def isFloatingPoint(self) -> bool:  # noqa: N802
+        """True: a floating Scalar is floating point."""
         return True
 
 
@@ -74,21 +76,27 @@ class ScalarComplex(complex):
     __slots__ = ()
 
     def conj(self) -> ScalarComplex:
+        """The complex conjugate, still a ``ScalarComplex``."""
         return ScalarComplex(self.conjugate())
 
     def toDouble(self) -> float:  # noqa: N802
+        """Refused: a complex Scalar has no ``double`` value (the error torch raises)."""
         raise _not_real(self, "double")
 
     def toFloat(self) -> float:  # noqa: N802
+        """Refused: a complex Scalar has no ``float`` value (the error torch raises)."""
         raise _not_real(self, "float")
 
     def toLong(self) -> int:  # noqa: N802
+        """Refused: a complex Scalar has no ``int64_t`` value (the error torch raises)."""
         raise _not_real(self, "int64_t")
 
     def isComplex(self) -> bool:  # noqa: N802
+        """True: a complex Scalar is complex."""
         return True
 
     def isFloatingPoint(self) -> bool:  # noqa: N802
+        """False: a complex Scalar is not floating point."""
         return False
 
 

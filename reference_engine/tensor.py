@@ -76,10 +76,12 @@ class Tensor:
     # ----------------------------------------------------------------- autograd
     @property
     def requires_grad(self) -> bool:
+        """Whether operations on this tensor are recorded for backward."""
         return self._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
+        """Set ``requires_grad`` (as :meth:`requires_grad_`)."""
         self.requires_grad_(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -103,6 +105,7 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        """Whether the tensor has no ``grad_fn`` (created by the user, not recorded from an operation)."""
         return self._grad_fn is None
 
     @property
@@ -135,6 +138,7 @@ class Tensor:
 
     @data.setter
     def data(self, other: Tensor) -> None:
+        """Replace the values with ``other``'s without recording, as torch's ``tensor.data = other``."""
         if not isinstance(other, Tensor):
             raise TypeError(f"data must be a Tensor, not {type(other).__name__}")
         if self._requires_grad and not other.is_floating_point():
@@ -169,14 +173,17 @@ class Tensor:
     # ----------------------------------------------------------------- metadata
     @property
     def shape(self) -> tuple[int, ...]:
+        """The sizes of the dimensions, as a tuple."""
         return self._data.shape
 
     @property
     def dtype(self) -> DType:
+        """The element type (a torch-like ``DType``)."""
         return from_numpy(self._data.dtype)
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return self._data.ndim
 
     def sizes(self) -> list[int]:
@@ -193,21 +200,27 @@ class Tensor:
         return shape[_wrap_dim(dim, len(shape))]
 
     def dim(self) -> int:
+        """The number of dimensions (``at::Tensor::dim()``)."""
         return self._data.ndim
 
     def numel(self) -> int:
+        """The number of elements."""
         return self._data.size
 
     def scalar_type(self) -> DType:
+        """The element type (``at::Tensor::scalar_type()``)."""
         return self.dtype
 
     def options(self) -> TensorOptions:
+        """The ``TensorOptions`` of this tensor's dtype, for factories that make a tensor like it."""
         return TensorOptions(self.dtype)
 
     def is_floating_point(self) -> bool:
+        """Whether the dtype is a real floating point type."""
         return self._data.dtype.kind == "f"
 
     def is_complex(self) -> bool:
+        """Whether the dtype is complex."""
         return self._data.dtype.kind == "c"
 
     def is_contiguous(self) -> bool:
@@ -216,6 +229,7 @@ class Tensor:
         return bool(self._data.flags.c_contiguous)
 
     def element_size(self) -> int:
+        """The size of one element in bytes."""
         return self._data.dtype.itemsize
 
     # ----------------------------------------------------------------- values
@@ -226,6 +240,7 @@ class Tensor:
         return self._data.item()
 
     def tolist(self) -> Any:
+        """The values as (nested) Python lists of numbers."""
         return self._data.tolist()
 
     def numpy(self) -> np.ndarray:

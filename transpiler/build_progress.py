@@ -34,6 +34,8 @@ class Progress:
         self._pending_return = False        # a terminal line that the next one replaces
 
     def say(self, text: str, replaceable: bool = False) -> None:
+        """Print ``text`` on stderr after the command and target's name (unless quiet); ``replaceable``: the
+        next line on a terminal overwrites it."""
         if self.quiet:
             return
         line = f"{self.command} {self.name}: {text}"
@@ -46,6 +48,7 @@ class Progress:
         sys.stderr.flush()
 
     def done(self) -> None:
+        """Say the build is done, with the seconds it took."""
         self.say(f"done in {time.perf_counter() - self.started:.1f} s")
 
 

@@ -222,6 +222,7 @@ class OperatorTable:
     nondifferentiable: Mapping[str, FunctionSchema]
 
     def overloads(self, base: str) -> list[tuple[FunctionSchema, Formula | None]]:
+        """Every declared overload of operator ``base``, with its formula (None when not differentiable)."""
         found = [(f.schema, f) for f in self.formulas.values() if f.schema.name.base == base]
         found += [(s, None) for s in self.nondifferentiable.values() if s.name.base == base]
         return found
@@ -324,6 +325,7 @@ class Operand:
 
     @property
     def is_zero(self) -> bool:
+        """Whether the operand is known zero (neither a linear nor a constant part)."""
         return self.linear is None and self.constant is None
 
 

@@ -61,6 +61,7 @@ class Diagnostic:
         return f"{printable(self.path)}:{self.line}:{self.col}: {self.code} {printable(self.message)}"
 
     def as_json(self) -> dict[str, object]:
+        """The diagnostic as a JSON object (path, line, col, code, message, and fix when there is one)."""
         data: dict[str, object] = {
             "path": self.path, "line": self.line, "col": self.col,
             "code": self.code, "message": self.message,

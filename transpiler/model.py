@@ -232,6 +232,7 @@ class Formula:
 
     @functools.cached_property      # read about 10,000 times in a run on the imported corpus
     def op_name(self) -> str:
+        """The operator's name, ``name.overload``."""
         return str(self.schema.name)
 
     @property
@@ -305,10 +306,12 @@ class Library:
 
     @property
     def formulas(self) -> tuple[Formula, ...]:
+        """Every formula of the library's modules."""
         return tuple(f for m in self.modules for f in m.formulas)
 
     @property
     def helpers(self) -> tuple[Helper, ...]:
+        """Every helper of the library's modules."""
         return tuple(h for m in self.modules for h in m.helpers)
 
     @property
@@ -321,4 +324,5 @@ class Library:
 
     @property
     def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """Every diagnostic of the library's modules."""
         return tuple(d for m in self.modules for d in m.diagnostics)

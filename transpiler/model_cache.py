@@ -115,6 +115,8 @@ class ModelCache:
         self.helper_ready = -1          # the pipe on which it says its summaries are stored
 
     def key(self, path: str, source: str) -> str:
+        """The cache key of ``path`` with ``source``: a hash of it with the format, generator, libcst and
+        Python versions."""
         known = self.read.get(path)
         if known is not None and known[0] == source:
             return known[1]

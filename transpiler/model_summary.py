@@ -78,6 +78,7 @@ class FormulaSummary:
 
     @property
     def schema_node(self) -> cst.BaseExpression:
+        """The schema string's expression in the decorator (libcst), for spans."""
         return self.values[FORMULA_FIELDS.index("schema_node")]
 
 
@@ -91,6 +92,7 @@ class HelperSummary:
 
     @property
     def params(self) -> tuple[HelperParam, ...]:
+        """The helper's parameters."""
         return self.values[HELPER_FIELDS.index("params")]
 
 

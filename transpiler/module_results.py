@@ -107,6 +107,7 @@ class ModuleResults:
         return found
 
     def put(self, key: str, result: object) -> None:
+        """Keep ``result`` under ``key`` for this run (marked computed when it is new)."""
         if self.used.get(key, _ABSENT) is not result:
             self.computed.add(key)
         self.used[key] = result

@@ -181,14 +181,17 @@ class FunctionSchema:
 
     @property
     def positional(self) -> tuple[Argument, ...]:
+        """The arguments that may be passed by position."""
         return tuple(a for a in self.arguments if not a.kwarg_only)
 
     @property
     def kwarg_only(self) -> tuple[Argument, ...]:
+        """The keyword-only arguments, the ``out`` ones excepted."""
         return tuple(a for a in self.arguments if a.kwarg_only and not a.is_out)
 
     @property
     def out(self) -> tuple[Argument, ...]:
+        """The ``out`` arguments."""
         return tuple(a for a in self.arguments if a.is_out)
 
     @property
@@ -205,6 +208,7 @@ class FunctionSchema:
         return tuple(flag and is_tensor_like(ret.type) for ret, flag in zip(self.returns, declared))
 
     def argument(self, name: str) -> Argument:
+        """The argument named ``name`` (KeyError when there is none)."""
         for arg in self.arguments:
             if arg.name == name:
                 return arg

@@ -121,9 +121,11 @@ class TierTable:
         return all(row.get(t) == "passed" for t in TIERS if not (t in exempt and t not in row))
 
     def as_json(self) -> dict[str, dict[str, dict[str, str]]]:
+        """The table as JSON: the tier results and the OpInfo cases per op."""
         return {"tiers": self.results, "opinfo": self.opinfo}
 
     @classmethod
     def from_json(cls, data: dict[str, dict[str, dict[str, str]]]) -> "TierTable":
+        """The table read back from :meth:`as_json`'s form."""
         return cls({op: dict(row) for op, row in data["tiers"].items()},
                    {op: dict(cases) for op, cases in data["opinfo"].items()})

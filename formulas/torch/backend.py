@@ -47,30 +47,39 @@ class OracleTensor:
 
     # metadata (the only methods formulas may call)
     def sizes(self) -> list[int]:
+        """The shape as a ``list[int]`` (``at::IntArrayRef``)."""
         return list(self.tensor.shape)
 
     def size(self, dim: int) -> int:
+        """The size of dimension ``dim``."""
         return self.tensor.size(dim)
 
     def dim(self) -> int:
+        """The number of dimensions."""
         return self.tensor.dim()
 
     def numel(self) -> int:
+        """The number of elements."""
         return self.tensor.numel()
 
     def scalar_type(self) -> torch.dtype:
+        """The element type (a ``torch.dtype``)."""
         return self.tensor.dtype
 
     def options(self) -> TorchOptions:
+        """The ``TensorOptions`` (dtype, device) of the wrapped tensor."""
         return TorchOptions(self.tensor.dtype, self.tensor.device)
 
     def is_floating_point(self) -> bool:
+        """Whether the dtype is a real floating point type."""
         return self.tensor.is_floating_point()
 
     def is_complex(self) -> bool:
+        """Whether the dtype is complex."""
         return self.tensor.is_complex()
 
     def is_contiguous(self) -> bool:
+        """Whether the wrapped tensor is contiguous."""
         return self.tensor.is_contiguous()
 
     # Python operators: the aten operators the conventions name
@@ -241,6 +250,8 @@ class TorchBackend:
         # just an optimization (the per-call cost of every formula): plain types key the common
         # call, a list or a string among them falls back to _type_key (keys of the two kinds
         # differ: only plain keys hold _KEYWORDS, only the others tuples and strings as values)
+        """Run ``at.<name>`` on torch: resolve the overload for these argument types (cached), unwrap, call,
+        wrap."""
         if kwargs:
             key = (name, *map(type, args), _KEYWORDS, *kwargs, *map(type, kwargs.values()))
         else:

@@ -184,6 +184,8 @@ class FlatArguments(NamedTuple):
 
     @classmethod
     def of(cls, values: Sequence[Any]) -> FlatArguments:
+        """Split ``values`` into a template with a slot for each tensor (nested lists included) and the
+        tensors."""
         tensors: list[torch.Tensor] = []
 
         def take(value: Any) -> Any:
@@ -342,6 +344,7 @@ class TorchFormula:
 
     @cached_property
     def schema(self) -> FunctionSchema:
+        """The parsed schema the formula declares."""
         return parse_schema(self.declared.schema)
 
     @cached_property
@@ -782,6 +785,7 @@ class TorchFormula:
                           "jvp=\"auto_linear\" / \"auto_element_wise\")) to the formula")
 
     def flat_outputs(self, outputs: Any) -> tuple[torch.Tensor, ...]:
+        """The outputs of a forward call as a tuple (one output becomes a 1-tuple)."""
         return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
     def differentiable(self, flat_outputs: Sequence[Any]) -> list[Any]:

@@ -283,6 +283,7 @@ class Writer:
                               **registry(formula.declared.fn.__module__.split(".", 1)[0]).helpers}
 
     def aten(self, schema: FunctionSchema) -> str:
+        """The module-level name bound to aten's operator for ``schema`` (recorded on first use)."""
         name = f"{PREFIX}{schema.name.base}_{schema.name.overload or 'default'}"
         if name not in self.names:
             self.names[name] = getattr(getattr(torch.ops.aten, schema.name.base), schema.name.overload or "default")._op
@@ -290,6 +291,8 @@ class Writer:
 
     def operator_call(self, name: str, args: list[tuple[ast.expr, Any]],
                       kwargs: list[tuple[str, ast.expr, Any]] = ()) -> tuple[ast.expr, Any]:
+        """The direct call to the aten overload that ``at.<name>`` resolves to for these types, and its return
+        type."""
         candidates = self.overloads.get(name)
         if not candidates:
             raise NotCovered(f"at.{name}: no declared operator")
@@ -390,9 +393,11 @@ class Body:
 
     # statements
     def statements(self, nodes: Sequence[ast.stmt]) -> list[ast.stmt]:
+        """``nodes`` rewritten for the generated function, in order."""
         return [s for node in nodes for s in self.statement(node)]
 
     def statement(self, node: ast.stmt) -> list[ast.stmt]:
+        """``node`` rewritten for the generated function (a docstring dropped); raises NotCovered otherwise."""
         if isinstance(node, ast.Expr):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return []       # a docstring
@@ -436,6 +441,7 @@ class Body:
         raise NotCovered(f"the statement {type(node).__name__} (line {node.lineno})")
 
     def merge(self, *envs: dict[str, Any]) -> None:
+        """Join the name types of the branches ``envs`` into this body's (types of a name unified)."""
         merged = dict(self.env)
         for env in envs:
             for name, ty in env.items():
@@ -444,6 +450,7 @@ class Body:
         self.env.update(merged)
 
     def loop(self, node: ast.For | ast.While) -> ast.stmt:
+        """A ``for``/``while`` loop rewritten, its body retyped until the types of its names are stable."""
         if node.orelse:
             raise NotCovered("a loop with an else")
         for _ in range(4):      # the body again until the types of its names are stable
@@ -464,6 +471,7 @@ class Body:
         raise NotCovered("a loop whose names change type")
 
     def iteration(self, node: ast.expr) -> tuple[ast.expr, Any]:
+        """The iterable of a ``for`` loop rewritten, and the type of its elements."""
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
                 and self.is_builtin("range") and not node.keywords:
             args = [self.expr(a) for a in node.args]
@@ -476,6 +484,7 @@ class Body:
         raise NotCovered(f"iterating over a {ty}")
 
     def bind(self, target: ast.expr, ty: Any) -> None:
+        """Record the type ``ty`` for the names of an assignment's ``target`` (tuples unpacked)."""
         if isinstance(target, ast.Name):
             if target.id.startswith(PREFIX) or target.id == "ctx":
                 raise NotCovered(f"the name {target.id}")
@@ -492,6 +501,7 @@ class Body:
             raise NotCovered("an assignment of this shape")
 
     def target(self, target: ast.expr) -> ast.expr:
+        """An assignment's ``target`` rewritten (a subscript's index converted)."""
         if isinstance(target, ast.Subscript):
             index, _ = self.expr(target.slice)
             return ast.Subscript(target.value, index, ast.Store())
@@ -512,15 +522,18 @@ class Body:
 
     # expressions
     def condition(self, node: ast.expr) -> ast.expr:
+        """The test of an ``if``/``while`` rewritten; a tensor's truth value is NotCovered."""
         value, ty = self.expr(node)
         if holds_tensor(ty):
             raise NotCovered("a tensor's truth value")
         return value
 
     def is_builtin(self, name: str) -> bool:
+        """Whether ``name`` means the Python builtin here (not shadowed by a local or a global)."""
         return name not in self.env and name not in self.fn.__globals__ and name in _BUILTINS
 
     def expr(self, node: ast.expr) -> tuple[ast.expr, Any]:
+        """The expression ``node`` rewritten, and its type (by the ``_<NodeType>`` method)."""
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is None:
             raise NotCovered(f"the expression {type(node).__name__} (line {getattr(node, 'lineno', '?')})")

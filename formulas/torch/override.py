@@ -261,6 +261,8 @@ class CompiledRegistrations:
 
     @classmethod
     def install(cls, namespace: str, ops: list[str]) -> CompiledRegistrations:
+        """Register the package's compiled kernels for ``ops`` under ``namespace``; the handle that takes them
+        back."""
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
             handle = getattr(torch.ops, namespace)._aten_override_install(ops, list(AUTOGRAD_KEYS))

@@ -57,6 +57,7 @@ class Typed:
     borrowed: bool = False     # a non-owning view (IntArrayRef, TensorList): copy it to keep or return it
 
     def operand(self) -> str:
+        """The C++ text as an operand: parenthesized unless atomic."""
         return self.text if self.atomic else f"({self.text})"
 
 
@@ -93,6 +94,7 @@ class Context:
     called: set[str] = field(default_factory=set, compare=False)
 
     def bind(self, bindings: Mapping[str, Binding]) -> "Context":
+        """This context with ``bindings`` added to (or replacing) its names."""
         return replace(self, names={**self.names, **bindings})
 
 

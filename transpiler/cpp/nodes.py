@@ -49,6 +49,7 @@ class SavedTensor:
 
     @property
     def type(self) -> PyType:
+        """The saved value's Python type: a tensor, a list of tensors, or an index list."""
         if self.is_index_list:
             return T.INDEX_LIST
         return T.TENSOR_LIST if self.is_list else T.TENSOR
@@ -185,6 +186,8 @@ class ViewEmitter:
         return others if len(others) == len(self.arguments) - 1 else None
 
     def view_func_struct(self, views: list[tuple[int, Argument]]) -> str:
+        """The ``ViewFunc`` struct that replays the view outputs ``views`` on another base ("" when none
+        can)."""
         kept = self._replay_arguments()
         if kept is None or self.list_output:
             return ""
@@ -294,6 +297,7 @@ class FormulaEmitter(ViewEmitter):
 
     # --- model ---------------------------------------------------------------------------------
     def type_of(self, name: str) -> PyType:
+        """The type of ``name`` in the forward: a local of the formula, else a name of its context."""
         if name in self.forward.locals.types:
             return self.forward.locals.types[name]
         return self.forward_context.names[name].type
@@ -319,16 +323,20 @@ class FormulaEmitter(ViewEmitter):
 
     @property
     def grad_types(self) -> list[PyType]:
+        """The type of each differentiable input's gradient (a tensor, or a list of them)."""
         return [T.TENSOR_LIST if T.from_schema(a.type) == T.TENSOR_LIST else T.TENSOR
                 for a in self.formula.differentiable_inputs]
 
     @property
     def backward_return(self) -> PyType:
+        """The backward function's return type: the one gradient type, or a tuple of them."""
         types = self.grad_types
         return types[0] if len(types) == 1 else T.tuple_of(*types)
 
     # --- text ----------------------------------------------------------------------------------
     def emit(self) -> EmittedFormula:
+        """The formula's C++: node struct, backward, functional, apply, compiled autograd, jvp, view replay
+        and wrapper."""
         views = self.view_outputs()
         parts = [self.struct_text(), self.backward_function(), self.functional_text(), self.apply_text(),
                  self.compiled_autograd_text(),
@@ -345,6 +353,7 @@ class FormulaEmitter(ViewEmitter):
 
     @property
     def wrapper_name(self) -> str:
+        """The name of the kernel wrapper that records the node."""
         return self.signature.name
 
     @property
@@ -354,6 +363,7 @@ class FormulaEmitter(ViewEmitter):
         return f"backwards::{cpp_name(self.formula.function)}"
 
     def struct_text(self) -> str:
+        """The node's struct declaration: its saved members, ``apply`` and ``release_variables``."""
         members, releases = [], []
         for item in self.saved:
             if isinstance(item, SavedTensor) and item.is_list:
@@ -420,6 +430,7 @@ class FormulaEmitter(ViewEmitter):
         return declarations, bindings
 
     def backward_function(self) -> str:
+        """The backward as a C++ function in ``namespace backwards``, translated from the formula's closure."""
         declarations, bindings = self._backward_params()
         body = translate_body(self.formula.backward.node.body.body, self.context.bind(bindings), self.backward_return)
         return "\n".join([
@@ -483,6 +494,7 @@ class FormulaEmitter(ViewEmitter):
 
     @property
     def functional_name(self) -> str:
+        """The name of the node's ``<Node>_apply_functional`` function."""
         return f"{self.struct}_apply_functional"
 
     def functional_text(self) -> str:
@@ -536,6 +548,7 @@ class FormulaEmitter(ViewEmitter):
         return "\n".join(lines)
 
     def apply_text(self) -> str:
+        """``<Node>::apply``: unpack the saved values and call the functional under the node's lock."""
         unpack, arguments = self._unpacked()
         call = ", ".join(["std::move(grads)", "needs_input_grad", *arguments])
         return "\n".join([
@@ -559,6 +572,7 @@ class FormulaEmitter(ViewEmitter):
         return members
 
     def compiled_autograd_text(self) -> str:
+        """The node's compiled autograd hooks: ``compiled_args`` and ``apply_with_saved``."""
         members = self._members()
         swapped = [item.member for item in self.saved]   # list sizes are collected, never swapped
         collect = [f"  args.collect({m}, {'true' if out else 'false'});" if out is not None else f"  args.collect({m});"
@@ -672,6 +686,7 @@ class FormulaEmitter(ViewEmitter):
         return ["  if (at::GradMode::is_enabled()) {", *checks, "  }"] if checks else []
 
     def wrapper_text(self) -> str:
+        """The kernel wrapper: run the operator, record the node on the outputs and save what backward needs."""
         params, prologue = self.signature.declarations()
         given = [self.signature.argument(a.name).given for a in self.formula.differentiable_inputs]
         inputs = ", ".join(self._edge_inputs())

@@ -116,6 +116,7 @@ class Resolved:
 
     @property
     def return_type(self) -> PyType:
+        """The Python type of what the resolved overload returns (NONE, one type, or a tuple)."""
         returns = [T.from_schema(r.type) for r in self.schema.returns]
         if not returns:
             return T.NONE
@@ -129,6 +130,7 @@ class Resolved:
         return self.schema.name.base
 
     def cpp(self) -> str:
+        """The C++ call: ``at::<function>(...)``, or a method call on the first argument."""
         function = self.function
         if function is None:
             receiver, *rest = self.arguments

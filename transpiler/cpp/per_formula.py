@@ -32,6 +32,7 @@ class Refusal:
     part: str = ""      # "jvp": only the formula's jvp was left out
 
     def format(self) -> str:
+        """The refusal as a line: the diagnostic, then the entry (and part) it leaves out."""
         return f"{self.diagnostic.format()} [{' '.join(filter(None, (self.entry, self.part)))}]"
 
 
@@ -79,6 +80,7 @@ class Entries:
             self.starts[module.path] = sorted(found)
 
     def key(self, module: FormulaModule, item: Formula | Helper) -> tuple[str, int]:
+        """The (path, first line) that keys ``item``, a formula or a helper of ``module``."""
         from transpiler.model import Helper
         from transpiler.model_summary import entry_lines, helper_first_line
 

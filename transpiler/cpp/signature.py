@@ -57,6 +57,7 @@ class KernelArgument:
 
     @property
     def name(self) -> str:
+        """The argument's name in the schema."""
         return self.argument.name
 
     @property
@@ -112,6 +113,7 @@ class WrapperSignature:
 
     @property
     def return_type(self) -> str:
+        """The wrapper's C++ return type: the one output's type, or a ``std::tuple`` of them."""
         returns = [T.cpp_value(t) for t in self.output_types]
         return returns[0] if len(returns) == 1 else f"std::tuple<{', '.join(returns)}>"
 

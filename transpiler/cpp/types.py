@@ -52,6 +52,7 @@ class PyType:
 
     @property
     def elem(self) -> "PyType":
+        """The element type of a list (or an optional's wrapped type)."""
         return self.elems[0]
 
     def __str__(self) -> str:

@@ -116,7 +116,8 @@ class Tree(Protocol):
 
     paths: Mapping[str, str]
 
-    def module_name(self, path: str) -> str | None: ...
+    def module_name(self, path: str) -> str | None:
+        """The dotted module name of ``path`` in the tree (None outside a package)."""
 
 
 @final
@@ -141,6 +142,7 @@ class Recorder:
         _recorder = self._outer
 
     def depends(self) -> Depends:
+        """What the block read, as :class:`Depends`."""
         return Depends(tuple(self.files.items()), tuple(self.modules.items()), tuple(self.module_names.items()))
 
 

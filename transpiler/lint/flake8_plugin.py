@@ -30,6 +30,7 @@ class Plugin:
         return "".join(self.lines).encode("utf-8")
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
+        """flake8's entry point: lint the file and yield each finding as (line, col, message, type)."""
         result = lint([], stdin=(self.filename, self._source()))
         for finding in result.findings:
             yield finding.line, finding.col - 1, f"{finding.code} {finding.message}", type(self)

@@ -54,10 +54,12 @@ class Edits:
     decorate: set[cst.FunctionDef] = field(default_factory=set)                   # gets @once_differentiable
 
     def touches(self, other: "Edits") -> bool:
+        """Whether these edits and ``other`` change a node in common."""
         mine = {*self.replace, *self.statements, *self.top_of}
         return bool(mine & {*other.replace, *other.statements, *other.top_of})
 
     def update(self, other: "Edits") -> None:
+        """Add ``other``'s edits to these."""
         self.replace.update(other.replace)
         self.statements.update(other.statements)
         self.top_of.update(other.top_of)
@@ -73,11 +75,13 @@ class FunctionClass:
 
     @staticmethod
     def of(node: cst.ClassDef) -> "FunctionClass":
+        """The ``torch.autograd.Function`` class ``node`` with its methods by name."""
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
         return FunctionClass(node, {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)})
 
     @property
     def keeper(self) -> cst.FunctionDef | None:
+        """The method where saving belongs: ``setup_context`` if the class has one, else ``forward``."""
         return self.methods.get("setup_context") or self.methods.get("forward")
 
 

@@ -48,10 +48,12 @@ class LintResult:
 
     @property
     def unreadable(self) -> tuple[Diagnostic, ...]:
+        """The diagnostics of files that could not be read."""
         return tuple(d for d in self.diagnostics if d.code == UNREADABLE)
 
     @property
     def findings(self) -> tuple[Diagnostic, ...]:
+        """The diagnostics other than unreadable files: what the rules found."""
         return tuple(d for d in self.diagnostics if d.code != UNREADABLE)
 
 

@@ -38,6 +38,7 @@ class OpRow:
 
     @property
     def proven(self) -> bool:
+        """Whether every tier proved the op (or does not apply to it)."""
         return all(status in ("ok", "n/a") for status, _ in self.cells.values())
 
 

@@ -88,10 +88,12 @@ class Subject:
 
     @property
     def name(self) -> str:
+        """The operator's name, ``name.overload``."""
         return self.declared.op_name
 
     @property
     def schema(self) -> FunctionSchema:
+        """The parsed schema the formula declares."""
         return parse_schema(self.declared.schema)
 
 
@@ -250,6 +252,7 @@ class EngineRun:
         self.overload = engine_overload(self.subject)
 
     def call(self, tensors: list[Any]) -> Any:
+        """The op called through the engine with ``tensors`` in the case's tensor slots (as engine tensors)."""
         import reference_engine as engine
 
         def convert(v: Any) -> Any:
@@ -257,20 +260,25 @@ class EngineRun:
         return _call(self.overload, self.subject.schema, substituted(self.values, self.where, tensors, convert))
 
     def inputs(self, requires_grad: bool = True) -> list[Any]:
+        """The case's tensors as fresh engine tensors (requiring grad unless told)."""
         import reference_engine as engine
 
         return [engine.Tensor(self.array(i).copy(), requires_grad=requires_grad) for i in range(len(self.where))]
 
     def array(self, i: int) -> np.ndarray:
+        """The array in the case's tensor slot ``i``."""
         return slot_array(self.values, self.where[i])
 
     def forward(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """The differentiable outputs, as float arrays, of the op run through the engine on ``arrays``."""
         import reference_engine as engine
 
         outs = flat_tensors(differentiable_returns(self.subject, self.call([engine.Tensor(a.copy()) for a in arrays])))
         return _float_arrays(outs, lambda t: np.asarray(t._data))
 
     def vjp(self, weights: list[np.ndarray]) -> list[np.ndarray | None]:
+        """The gradients of the case's tensors for the output ``weights`` (vector-Jacobian product),
+        through the engine."""
         import reference_engine as engine
 
         tensors = self.inputs()
@@ -346,9 +354,11 @@ class TorchRun:
         return substituted(self.values, self.where, tensors, to_torch), tensors
 
     def arrays(self) -> list[np.ndarray]:
+        """The arrays of the case's tensor slots."""
         return [slot_array(self.values, w) for w in self.where]
 
     def forward(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """The differentiable outputs, as float arrays, of the formula run through torch on ``arrays``."""
         from transpiler.prove.torch_run import run_formula
 
         named, _ = self.named(arrays)

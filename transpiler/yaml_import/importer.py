@@ -71,6 +71,7 @@ class ImportResult:
     problems: tuple[Diagnostic, ...]  # entries left out (DB301)
 
     def summary(self) -> str:
+        """A line saying how many entries were imported, into how many formula files, and how many failed."""
         total = self.imported + len(self.problems)
         formula_files = sum(1 for name in self.files if name.startswith(FORMULA_FILE_PREFIX))
         return (f"imported {self.imported} of {total} entries into {formula_files} formula files; "

@@ -49,6 +49,7 @@ class Entry:
 
     @property
     def op_name(self) -> str:
+        """The operator's name, ``name.overload``, from the entry's schema."""
         return self.name.split("(", 1)[0].strip()
 
 

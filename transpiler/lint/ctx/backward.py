@@ -37,9 +37,11 @@ class BackwardAnalysis(Interpreter):
         self.mutations: dict[tuple[int, int], Mutation] = {}
 
     def mutated(self, node: ast.AST, description: str) -> None:
+        """Record a mutation of a saved value at ``node`` (the first one per position)."""
         self.mutations.setdefault((node.lineno, node.col_offset), Mutation(node, description))
 
     def is_saved(self, values: Values) -> bool:
+        """Whether ``values`` may be a saved value (not a starred part of one)."""
         return any(v.kind is Role.SAVED and not v.star for v in flatten(values))
 
     # --- stores ------------------------------------------------------------------------------
@@ -96,6 +98,8 @@ class BackwardAnalysis(Interpreter):
         return PLAIN
 
     def call(self, node: ast.Call, env: Env) -> Values:
+        """What a call in the backward returns; records an ``out=`` or in-place method that writes a saved
+        value."""
         receiver = self.evaluate(node.func.value, env) if isinstance(node.func, ast.Attribute) else PLAIN
         arguments = [self.evaluate(a, env) for a in node.args]
         for keyword in node.keywords:

@@ -84,6 +84,7 @@ class ModuleScope:
 
     @staticmethod
     def of(tree: ast.Module, imports: ImportTable, path: str | None = None) -> "ModuleScope":
+        """The module's top-level functions (and the names it binds) read from ``tree``."""
         functions: dict[str, FunctionSource] = {}
         names: set[str] = set()
         for node in tree.body:

@@ -87,6 +87,7 @@ class Kept:
         return [self.values[key] for key in sorted(self.values)]
 
     def add(self, expression: ast.expr, values: Values) -> None:
+        """Add ``values`` to what may reach the kept place through ``expression``."""
         key = (expression.lineno, expression.col_offset)
         previous = self.values.get(key, (expression, frozenset()))[1]
         self.values[key] = (expression, previous | values)
@@ -312,6 +313,7 @@ class ForwardAnalysis(Interpreter):
             expression.args and isinstance(expression.args[0], ast.Constant) and not expression.args[0].value)
 
     def declared_globals(self) -> set[str]:
+        """The names a ``global`` statement declares in the function being read."""
         return self.frames[-1].globals if self.frames else self.own_globals
 
     def bind(self, target: ast.expr, values: Values, env: Env, source: ast.expr | None = None) -> None:
@@ -489,6 +491,7 @@ class ForwardAnalysis(Interpreter):
         return UNKNOWN
 
     def literal(self, elements: list[ast.expr], env: Env) -> Values:
+        """What a tuple/list/set literal of ``elements`` holds (inexact with a starred element)."""
         items: list[Values] = []
         exact = True
         for element in elements:
@@ -501,6 +504,7 @@ class ForwardAnalysis(Interpreter):
 
     def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
                       env: Env) -> Values:
+        """What a comprehension yields, its targets bound in a scope of its own."""
         scope = dict(env)
         for generator in node.generators:
             self.bind(generator.target, element_of(self.evaluate(generator.iter, scope)), scope)
@@ -510,6 +514,7 @@ class ForwardAnalysis(Interpreter):
         return sequence([element], exact=False)
 
     def attribute(self, node: ast.Attribute, env: Env) -> Values:
+        """What ``node.attr`` holds (ctx's methods, metadata attributes, a tensor's attributes)."""
         base = self.evaluate(node.value, env)
         if node.attr in PLAIN_ATTRIBUTES:
             return PLAIN
@@ -524,6 +529,7 @@ class ForwardAnalysis(Interpreter):
         return UNKNOWN
 
     def subscript(self, node: ast.Subscript, env: Env) -> Values:
+        """What ``base[index]`` holds: the element at a constant index, else any element."""
         base = self.evaluate(node.value, env)
         self.evaluate(node.slice, env)
         index = node.slice.value if isinstance(node.slice, ast.Constant) else None
@@ -576,11 +582,13 @@ class ForwardAnalysis(Interpreter):
         return values
 
     def constant(self, node: ast.AST) -> Values:
+        """A value made by the forward at ``node`` that does not depend on the inputs."""
         return frozenset({Value(Role.CONSTANT, site=self.site(node))})
 
     # --- calls -------------------------------------------------------------------------------
 
     def call(self, node: ast.Call, env: Env) -> Values:
+        """What a call returns, by what it calls (ctx, a builtin, torch, a method, a local function)."""
         func = node.func
         if isinstance(func, ast.Call) and (self.imports.qualify(func.func) or "") in FUNCTIONAL_GRADIENTS:
             # ``torch.func.grad_and_value(loss_fn)(x, w)``: gradients (and values) computed from the arguments
@@ -756,6 +764,7 @@ class ForwardAnalysis(Interpreter):
         return f"{module}.{qualified}" if module else qualified
 
     def ctx_call(self, node: ast.Call, method: str, arguments: list[Values]) -> Values:
+        """What a ``ctx.<method>(...)`` call returns; ``save_for_backward`` records what it keeps."""
         if method == "save_for_backward":
             kept = []
             for expression, values in zip(node.args, arguments):
@@ -772,6 +781,7 @@ class ForwardAnalysis(Interpreter):
 
     def builtin_call(self, node: ast.Call, name: str, arguments: list[Values],
                      keywords: dict[str | None, Values]) -> Values:
+        """What a call of the builtin ``name`` returns."""
         if name == "dict" and (arguments or keywords):        # ``dict(zip(keys, grads))``: holds their elements
             held = [element_of(element_of(a)) for a in arguments] + list(keywords.values())
             return sequence([union(held)], exact=False)
@@ -803,6 +813,7 @@ class ForwardAnalysis(Interpreter):
 
     def torch_call(self, node: ast.Call, name: str, arguments: list[Values],
                    keywords: dict[str | None, Values]) -> Values:
+        """What a call of torch's function ``name`` returns."""
         if name in PLAIN_TORCH_FUNCTIONS or name.startswith(PLAIN_TORCH_PREFIXES):
             return PLAIN if not name.startswith("_") else UNKNOWN
         if name[:1].isupper():
@@ -825,12 +836,15 @@ class ForwardAnalysis(Interpreter):
             v.kind is Role.PLAIN or (v.kind is Role.CONSTANT and v.site is None) for v in arguments[1])
 
     def mixed(self, node: ast.Call, name: str, operands: list[Values]) -> Values:
+        """What a call returning (values, indices)-like outputs holds: differentiable results where
+        ``MIXED_OUTPUTS`` says so (the first by default), constants elsewhere."""
         differentiable = self.arithmetic(node, [_inputs_as_tensors(o) for o in operands])
         pattern = MIXED_OUTPUTS.get(name, (True, False))
         return sequence([differentiable if d else self.constant(node) for d in pattern])
 
     def method_call(self, node: ast.Call, func: ast.Attribute, receiver: Values, arguments: list[Values],
                     keywords: dict[str | None, Values], env: Env) -> Values:
+        """What a method call on ``receiver`` returns (an in-place method also updates it)."""
         method = func.attr
         if method in PLAIN_METHODS and not (method == "type" and node.args):
             return PLAIN
@@ -896,6 +910,7 @@ class ForwardAnalysis(Interpreter):
         return updated
 
     def casts_to_integer(self, node: ast.Call) -> bool:
+        """Whether the call names an integer dtype among its arguments (a cast to integer)."""
         for argument in [*node.args, *(k.value for k in node.keywords)]:
             name = self.imports.qualify(argument)
             if name is not None and name.rpartition(".")[2] in INTEGER_DTYPES:
@@ -903,6 +918,7 @@ class ForwardAnalysis(Interpreter):
         return False
 
     def store_into(self, name: str, values: Values, env: Env) -> None:
+        """Merge ``values`` into what the name ``name`` holds (an in-place write into it)."""
         if name in env:
             env[name] = frozenset(self.absorb(v, values) for v in env[name])
 

@@ -35,6 +35,7 @@ class Interpreter:
     """Statement semantics; subclasses define :meth:`evaluate` and the store hooks."""
 
     def evaluate(self, node: ast.expr, env: Env) -> Values:
+        """What ``node`` may hold under ``env``; a subclass defines it."""
         raise NotImplementedError
 
     def store_attribute(self, target: ast.Attribute, values: Values, env: Env,
@@ -63,9 +64,11 @@ class Interpreter:
     # --- statements ------------------------------------------------------------------------
 
     def run(self, body: list[ast.stmt], env: Env) -> Env | None:
+        """Interpret ``body`` from ``env``: the environment after it, or None when it never falls through."""
         return self.block(body, env)
 
     def block(self, body: list[ast.stmt], env: Env | None) -> Env | None:
+        """Interpret each statement of ``body`` in turn; None once one never falls through."""
         for statement in body:
             if env is None:
                 return None
@@ -73,6 +76,7 @@ class Interpreter:
         return env
 
     def statement(self, node: ast.stmt, env: Env) -> Env | None:
+        """Interpret one statement: the environment after it, or None when it does not fall through."""
         if isinstance(node, ast.Assign):
             values = self.evaluate(node.value, env)
             for target in node.targets:
@@ -131,6 +135,7 @@ class Interpreter:
         return self.block(node.orelse, dict(state))
 
     def try_statement(self, node: ast.Try, env: Env) -> Env | None:
+        """A ``try``: the join of the environments after the body, each handler and ``finally``."""
         body = self.block(node.body, dict(env))
         normal = self.block(node.orelse, dict(body)) if body is not None else None
         entry = join([env, body]) or env
@@ -147,6 +152,7 @@ class Interpreter:
         return after
 
     def match_arm(self, case: ast.match_case, env: Env) -> Env | None:
+        """One ``case`` of a ``match``: its capture names bound to unknown values, then its guard and body."""
         for pattern in ast.walk(case.pattern):
             for name in (getattr(pattern, "name", None), getattr(pattern, "rest", None)):
                 if isinstance(name, str):
@@ -158,6 +164,7 @@ class Interpreter:
     # --- binding -----------------------------------------------------------------------------
 
     def bind(self, target: ast.expr, values: Values, env: Env, source: ast.expr | None = None) -> None:
+        """Bind an assignment's ``target`` (a name, tuple, starred, attribute or subscript) to ``values``."""
         if isinstance(target, ast.Name):
             env[target.id] = self.bound(target.id, values, env)
         elif isinstance(target, (ast.Tuple, ast.List)):

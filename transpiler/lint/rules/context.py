@@ -31,6 +31,7 @@ class FormulaContext:
 
     @property
     def path(self) -> str:
+        """The path of the formula's file."""
         return self.module.path
 
     @property
@@ -40,6 +41,7 @@ class FormulaContext:
 
     @property
     def closure_node(self) -> cst.FunctionDef:
+        """The closure's function definition (libcst)."""
         return self.closure.node
 
     @cached_property
@@ -103,15 +105,19 @@ class FormulaContext:
         return frozenset(names | set(self.closure_flow.bindings))
 
     def forward_bindings(self, name: str) -> list[BindingSite]:
+        """Where the forward binds ``name`` (none when it does not)."""
         return self.forward.bindings.get(name, [])
 
     def is_declared(self, operator: str) -> bool:
+        """Whether ``operator`` is a declared operator."""
         return operator in self.known_operators
 
     def span(self, node: cst.CSTNode) -> Span:
+        """Where ``node`` is in the formula's file."""
         return self.module.span(node)
 
     def diagnostic(self, where: cst.CSTNode | Span, code: str, message: str, fix: str | None = None) -> Diagnostic:
+        """A diagnostic with this rule's ``code`` at ``where`` in the formula's file."""
         span = where if isinstance(where, Span) else self.span(where)
         return Diagnostic(self.path, span.line, span.col, code, message, fix)
 
